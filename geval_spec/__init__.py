@@ -1,0 +1,29 @@
+"""geval-spec: LLM-as-a-judge evaluation as versioned, reviewable YAML specs.
+
+The public Python API is imported lazily, so ``geval-spec validate`` stays fast:
+
+- :func:`audit_eval_split`, :func:`summarize_eval`, :func:`paired_bootstrap`
+  (evaluation hygiene, :mod:`geval_spec.hygiene`)
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+__version__ = "0.1.0"
+
+_API = {
+    "audit_eval_split": "hygiene",
+    "summarize_eval": "hygiene",
+    "paired_bootstrap": "hygiene",
+}
+
+__all__ = sorted(_API) + ["__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _API.get(name)
+    if module is None:
+        raise AttributeError(f"module 'geval_spec' has no attribute {name!r}")
+    return getattr(import_module(f".{module}", __name__), name)

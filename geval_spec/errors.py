@@ -1,0 +1,144 @@
+"""Every error geval-spec raises on purpose, and the exit code each maps to.
+
+    GevalError                   base class; ``exit_code`` says how the CLI exits
+    ├── InputError               exit 2: something the user gave us is wrong
+    │   ├── SpecError            a spec file (YAML, keys, types, semantics)
+    │   ├── DataError            a data or import file (columns, ids, lines)
+    │   ├── TemplateError        a prompt template (syntax, undefined variable)
+    │   ├── RefError             a REF that names no spec, revision or run
+    │   └── StoreError           the results database (locked, wrong schema)
+    └── JudgeError               exit 3: the judge could not be used
+        ├── JudgeUnreachable     connection refused, DNS, auth: nothing works
+        ├── RetryBudgetSpent     too many retries: the run stopped early
+        └── MissingLogprobs      the provider returned no logprobs and the
+                                 spec's ``scoring.fallback`` is ``none``
+
+A quality gate that fails (exit 1) is not an error: commands return it as a
+result. Anything else that escapes is a bug; the CLI prints a one-line notice
+and the traceback only with ``--debug``.
+
+Errors of input carry one or more :class:`Problem` values, each pointing at a
+file, a line and a column and the key path inside the file, so the CLI can
+print them all at once with a numbered excerpt of the file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+EXIT_OK = 0
+EXIT_GATE = 1
+EXIT_INPUT = 2
+EXIT_JUDGE = 3
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One finding about one place in one file."""
+
+    message: str
+    file: str | None = None
+    line: int | None = None  # 1-based
+    col: int | None = None  # 1-based
+    key: str | None = None  # dotted key path inside the file, e.g. ``rubric.anchors.3``
+    hint: str | None = None
+    severity: str = "error"  # "error" | "warning"
+    source: str | None = field(default=None, repr=False, compare=False)  # file text, for excerpts
+
+    def where(self) -> str:
+        parts = [self.file or "<input>"]
+        if self.line is not None:
+            parts.append(str(self.line))
+            if self.col is not None:
+                parts.append(str(self.col))
+        return ":".join(parts)
+
+    def with_hint(self, hint: str) -> "Problem":
+        from dataclasses import replace
+
+        return replace(self, hint=hint)
+
+    def headline(self) -> str:
+        key = f" [{self.key}]" if self.key else ""
+        return f"{self.where()}: {self.severity}{key}: {self.message}"
+
+    def excerpt(self, context: int = 2) -> str:
+        """A few numbered lines of the file around the problem, with a caret."""
+        if self.source is None or self.line is None:
+            return ""
+        lines = self.source.splitlines()
+        if not 1 <= self.line <= len(lines) + 1:
+            return ""
+        lo = max(1, self.line - context)
+        hi = min(len(lines), self.line + context)
+        width = len(str(hi))
+        out = []
+        for n in range(lo, hi + 1):
+            mark = ">" if n == self.line else " "
+            out.append(f" {mark} {n:>{width}} | {lines[n - 1]}")
+            if n == self.line and self.col is not None:
+                out.append(f"   {' ' * width} | {' ' * (self.col - 1)}^")
+        return "\n".join(out)
+
+
+class GevalError(Exception):
+    """Base of every deliberate error."""
+
+    exit_code = EXIT_INPUT
+
+    def __init__(self, message: str = "", problems: Sequence[Problem] = ()):
+        self.problems: tuple[Problem, ...] = tuple(problems)
+        if not message and self.problems:
+            message = self.problems[0].headline()
+            if len(self.problems) > 1:
+                message += f" (and {len(self.problems) - 1} more)"
+        super().__init__(message)
+
+    @property
+    def message(self) -> str:
+        return str(self)
+
+
+class InputError(GevalError):
+    exit_code = EXIT_INPUT
+
+
+class SpecError(InputError):
+    pass
+
+
+class DataError(InputError):
+    pass
+
+
+class TemplateError(InputError):
+    pass
+
+
+class RefError(InputError):
+    pass
+
+
+class StoreError(InputError):
+    pass
+
+
+class JudgeError(GevalError):
+    exit_code = EXIT_JUDGE
+
+
+class JudgeUnreachable(JudgeError):
+    pass
+
+
+class RetryBudgetSpent(JudgeError):
+    pass
+
+
+class MissingLogprobs(JudgeError):
+    pass
+
+
+def errors_only(problems: Iterable[Problem]) -> list[Problem]:
+    return [p for p in problems if p.severity == "error"]

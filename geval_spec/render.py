@@ -1,0 +1,231 @@
+"""Stage: spec + case -> the exact chat messages a judge receives.
+
+Templates run in Jinja2's ``SandboxedEnvironment`` with ``StrictUndefined``:
+a spec from someone else's repository cannot reach Python internals, and a
+misspelt variable is an error, not an empty string. A template may define the
+blocks ``system`` and ``user`` (one message each, in that order); without
+blocks its whole output is one user message.
+
+Everything that is the same for every case must come first, so providers can
+cache it. :func:`static_prefix` finds where case text starts by rendering the
+template with sentinel values in place of every case variable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Any, Callable, Mapping
+
+from .errors import Problem, TemplateError
+from .model import VERDICT_LEVELS, Spec
+
+BUILTIN = {"score": "geval.j2", "verdicts": "verdicts.j2"}
+CASE_VARS = ("findings",)  # besides the spec's data.fields
+SPEC_VARS = ("task", "criterion", "steps", "rubric", "method", "language", "verdict_levels")
+LENGTH_CLAUSE = ("Do not reward length: extra sentences that add nothing the criterion asks for, repetition or "
+                 "padding are faults and lower the score.")
+_SENTINEL = "\ue000"
+
+
+@dataclass(frozen=True)
+class Message:
+    role: str
+    content: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"role": self.role, "content": self.content}
+
+
+@dataclass(frozen=True)
+class Rendered:
+    case_id: str
+    messages: tuple[Message, ...]
+
+    def as_dicts(self) -> list[dict[str, str]]:
+        return [m.as_dict() for m in self.messages]
+
+
+def serialise(messages: tuple[Message, ...]) -> str:
+    return "".join(f"<{m.role}>\n{m.content}\n" for m in messages)
+
+
+@lru_cache(maxsize=4)
+def builtin_text(name: str) -> str:
+    return resources.files("geval_spec").joinpath("templates", name).read_text(encoding="utf-8")
+
+
+@dataclass(frozen=True)
+class TemplateSource:
+    """A template's text, how errors name it, and how to read files it includes."""
+
+    name: str  # display name (path or builtin:<file>)
+    text: str
+    read_include: Callable[[str], tuple[str, str]] | None = None  # rel -> (display, text)
+
+    @classmethod
+    def builtin(cls, method: str) -> "TemplateSource":
+        file = BUILTIN["verdicts" if method == "verdicts" else "score"]
+        return cls(name=f"builtin:{file}", text=builtin_text(file))
+
+
+def spec_context(spec: Spec, steps: tuple[str, ...]) -> dict[str, Any]:
+    """Template variables that are the same for every case."""
+    all_steps = list(steps)
+    if spec.bias.length == "penalize":
+        all_steps.append(LENGTH_CLAUSE)
+    rubric = None
+    if spec.rubric is not None:
+        rubric = {
+            "min": spec.rubric.scale.min,
+            "max": spec.rubric.scale.max,
+            "anchors": [{"score": s, "description": a.description, "examples": list(a.examples)}
+                        for s, a in sorted(spec.rubric.anchors.items())],
+        }
+    language = None
+    if spec.language is not None:
+        language = {"code": spec.language.code, "formality": spec.language.formality,
+                    "lexicon": list(spec.language.lexicon)}
+    return {
+        "task": spec.task,
+        "criterion": {"name": spec.criterion.name, "description": spec.criterion.description},
+        "steps": all_steps,
+        "rubric": rubric,
+        "method": spec.scoring.method,
+        "language": language,
+        "verdict_levels": list(VERDICT_LEVELS),
+    }
+
+
+class Renderer:
+    """A compiled template for one spec; render cases with :meth:`render`."""
+
+    def __init__(self, spec: Spec, source: TemplateSource, steps: tuple[str, ...]):
+        from jinja2 import FunctionLoader, StrictUndefined, TemplateSyntaxError
+        from jinja2.sandbox import SandboxedEnvironment
+
+        self.spec = spec
+        self.source = source
+        self.base = spec_context(spec, steps)
+        self.case_vars = tuple(spec.data.fields) + CASE_VARS
+        self._includes: dict[str, str] = {}
+
+        def load(name: str):
+            if name == source.name:
+                return source.text, source.name, lambda: True
+            if source.read_include is None:
+                return None
+            try:
+                display, text = source.read_include(name)
+            except (OSError, UnicodeDecodeError):
+                return None
+            self._includes[display] = text
+            return text, display, lambda: True
+
+        self.env = SandboxedEnvironment(loader=FunctionLoader(load), undefined=StrictUndefined,
+                                        trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=False,
+                                        autoescape=False)
+        try:
+            self.template = self.env.get_template(source.name)
+        except TemplateSyntaxError as exc:
+            raise TemplateError(problems=[self._problem(exc.filename or source.name, exc.lineno,
+                                                        f"template syntax error: {exc.message}")]) from None
+        self._check_names()
+        self.blocks = [b for b in ("system", "user") if b in self.template.blocks]
+
+    # -- problems -------------------------------------------------------------
+    def _text_of(self, name: str) -> str | None:
+        if name == self.source.name:
+            return self.source.text
+        return self._includes.get(name)
+
+    def _problem(self, file: str, line: int | None, message: str, hint: str | None = None) -> Problem:
+        return Problem(message=message, file=file, line=line, hint=hint, source=self._text_of(file))
+
+    def _check_names(self) -> None:
+        from jinja2 import meta
+
+        ast = self.env.parse(self.source.text)
+        known = set(self.base) | set(self.case_vars)
+        unknown = sorted(meta.find_undeclared_variables(ast) - known)
+        problems = []
+        for name in unknown:
+            line = next((n for n, text in enumerate(self.source.text.splitlines(), 1)
+                         if _mentions(text, name)), None)
+            fields = ", ".join(self.spec.data.fields)
+            problems.append(self._problem(
+                self.source.name, line, f"template variable '{name}' is not defined",
+                hint=f"case variables come from data.fields ({fields}); spec variables: {', '.join(SPEC_VARS)}"))
+        if problems:
+            raise TemplateError(problems=problems)
+
+    # -- rendering ------------------------------------------------------------
+    def context(self, fields: Mapping[str, str], findings: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        ctx = dict(self.base)
+        ctx.update(fields)
+        ctx["findings"] = list(findings or [])
+        return ctx
+
+    def _run(self, ctx: dict[str, Any]) -> tuple[Message, ...]:
+        from jinja2 import TemplateError as JinjaError
+
+        try:
+            if not self.blocks:
+                return (Message("user", self.template.render(ctx).strip()),)
+            out = []
+            for block in self.blocks:
+                text = "".join(self.template.blocks[block](self.template.new_context(ctx))).strip()
+                if text:
+                    out.append(Message(block, text))
+            return tuple(out)
+        except JinjaError as exc:
+            file, line = self._where(exc)
+            raise TemplateError(problems=[self._problem(file, line, f"template error: {exc}")]) from None
+
+    def _where(self, exc: BaseException) -> tuple[str, int | None]:
+        tb = exc.__traceback__
+        found = (self.source.name, getattr(exc, "lineno", None))
+        names = {self.source.name, *self._includes}
+        while tb is not None:
+            if tb.tb_frame.f_code.co_filename in names:
+                found = (tb.tb_frame.f_code.co_filename, tb.tb_lineno)
+            tb = tb.tb_next
+        return found
+
+    def render(self, case_id: str, fields: Mapping[str, str],
+               findings: list[dict[str, Any]] | None = None) -> Rendered:
+        return Rendered(case_id=case_id, messages=self._run(self.context(fields, findings)))
+
+    def static_prefix(self) -> str:
+        """The serialised text that every case's prompt starts with."""
+        probe_fields = {name: _SENTINEL for name in self.spec.data.fields}
+        probe = [{"kind": _SENTINEL, "message": _SENTINEL, "start": 0, "end": 0, "text": _SENTINEL}]
+        text = serialise(self._run(self.context(probe_fields, probe)))
+        cut = text.find(_SENTINEL)
+        return text if cut < 0 else text[:cut]
+
+
+def _mentions(line: str, name: str) -> bool:
+    import re
+
+    return re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", line) is not None and ("{{" in line or "{%" in line)
+
+
+def prefix_share(prefix: str, messages: tuple[Message, ...]) -> tuple[int, int]:
+    """(static prefix tokens, total tokens) of one rendered prompt."""
+    from . import tokens
+
+    full = serialise(messages)
+    common = prefix if full.startswith(prefix) else _common_prefix(prefix, full)
+    return tokens.count(common), tokens.count(full)
+
+
+def _common_prefix(a: str, b: str) -> str:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return a[:n]
+

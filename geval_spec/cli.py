@@ -180,11 +180,17 @@ def validate(refs: list[str] = typer.Argument(None, metavar="[REF]...", help="Sp
 
 @app.command()
 @handled
-def schema() -> int:
+def schema(fmt: str = typer.Option("json", "--format", help="json, or markdown for the key reference.")) -> int:
     """Print the JSON Schema of a spec file (the same as schemas/geval-spec.schema.json)."""
-    from .schema import schema_text
+    from .errors import InputError
+    from .schema import reference_markdown, schema_text
 
-    sys.stdout.write(schema_text())
+    if fmt == "json":
+        sys.stdout.write(schema_text())
+    elif fmt == "markdown":
+        sys.stdout.write(reference_markdown())
+    else:
+        raise InputError(problems=[Problem(f"--format must be json or markdown, not {fmt!r}")])
     return EXIT_OK
 
 

@@ -193,7 +193,7 @@ def load_dataset(spec: Spec, path: Path, display: str, key_problem) -> Dataset:
                 continue
             number = _as_number(raw)
             if number is _MISSING:
-                bad.add(key, f"human score at '{col}' is not a number: {raw!r}", where)
+                bad.add(key, f"human score at '{col}' is not a number", f"{where}: {raw!r}")
                 human.append(None)
             else:
                 human.append(number)  # type: ignore[arg-type]
@@ -216,7 +216,7 @@ def load_dataset(spec: Spec, path: Path, display: str, key_problem) -> Dataset:
             else:
                 split_value = _as_label(value)
                 if split_value not in ("examples", "dev", "test"):
-                    bad.add(("split", "field"), f"split must be examples, dev or test, got {split_value!r}", where)
+                    bad.add(("split", "field"), "split must be examples, dev or test", f"{where}: {split_value!r}")
         cases.append(Case(id=case_id, row=n, fields=MappingProxyType(values), human=tuple(human),
                           group=optional["group"], system=optional["system"], category=optional["category"],
                           family=optional["model_family"], split_value=split_value))

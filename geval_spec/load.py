@@ -35,6 +35,7 @@ class ParsedSpec:
     judging_fp: str
     analysis_fp: str
     warnings: tuple[Problem, ...] = field(default=())
+    compiled: Renderer | None = field(default=None, compare=False, repr=False)
 
     @property
     def name(self) -> str:
@@ -62,7 +63,7 @@ class ParsedSpec:
         return self.doc.problem(tuple(path), message, severity=severity)
 
     def renderer(self) -> Renderer:
-        return Renderer(self.spec, self.template, self.steps)
+        return self.compiled if self.compiled is not None else Renderer(self.spec, self.template, self.steps)
 
     def load_data(self) -> Dataset:
         return load_dataset(self.spec, self.data_path, self.data_display, self.key_problem)
@@ -116,13 +117,10 @@ def load_spec(source: SpecSource) -> ParsedSpec:
             stale = stale_problem(lock, spec, spec.panel[0].model) if spec.panel else None
             if stale:
                 warnings.append(stale)
-    try:
-        Renderer(spec, template, steps)
-    except TemplateError as exc:
-        raise TemplateError(problems=list(exc.problems)) from None
+    renderer = Renderer(spec, template, steps)
     judging, analysis = fingerprints(spec, steps, template.text)
     return ParsedSpec(spec=spec, source=source, doc=doc, template=template, steps=steps, lock=lock,
-                      judging_fp=judging, analysis_fp=analysis, warnings=tuple(warnings))
+                      judging_fp=judging, analysis_fp=analysis, warnings=tuple(warnings), compiled=renderer)
 
 
 def deep_check(parsed: ParsedSpec) -> tuple[Dataset, list[Problem]]:

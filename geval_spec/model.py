@@ -34,7 +34,7 @@ class GenerateSteps(Base):
 
 
 def _steps_kind(value: Any) -> str:
-    return "generate" if isinstance(value, dict) else "list"
+    return "generate" if isinstance(value, (dict, GenerateSteps)) else "list"
 
 
 Steps = Annotated[
@@ -64,7 +64,8 @@ class Anchor(Base):
 class Rubric(Base):
     scale: Scale = Field(description="The integer scale of scores, e.g. {min: 1, max: 5}.")
     anchors: dict[int, Anchor] = Field(
-        description="One anchor per score of the scale: disjoint descriptions that cover the scale.")
+        description="One anchor per score of the scale: disjoint descriptions that cover the scale.",
+        json_schema_extra={"propertyNames": {"pattern": "^-?[0-9]+$"}})
 
 
 class Scoring(Base):
@@ -174,7 +175,9 @@ class SplitByHash(Base):
 
 
 def _split_kind(value: Any) -> str:
-    return "field" if isinstance(value, dict) and "field" in value else "hash"
+    if isinstance(value, SplitByField) or (isinstance(value, dict) and "field" in value):
+        return "field"
+    return "hash"
 
 
 Split = Annotated[
@@ -214,21 +217,22 @@ class Spec(Base):
     version: int = Field(ge=1, description="Bumped by hand when the judging changes.")
     description: str = Field(default="", description="Free text; changes no fingerprint.")
     task: str = Field(min_length=1, description="What the judge is asked to do.")
-    criterion: Criterion
+    criterion: Criterion = Field(description="What is judged: a name and a definition.")
     steps: Steps = Field(description="Chain-of-thought steps, or {generate: true}.")
     rubric: Rubric | None = Field(default=None, description="Score anchors (all methods except verdicts).")
-    scoring: Scoring = Field(default_factory=Scoring)
+    scoring: Scoring = Field(default_factory=Scoring, description="How a score is computed from the judge's output.")
     aggregation: Aggregation = Field(default_factory=Aggregation, description="TCVA aggregation (method verdicts).")
     judge: Judge | None = Field(default=None, description="The judge model.")
     judges: list[Judge] | None = Field(default=None, min_length=2, description="A judge panel.")
     ensemble: Literal["mean", "median"] = Field(default="mean", description="How a panel's scores are combined.")
     language: Language | None = Field(default=None, description="Language rules checked before the judge is called.")
-    bias: Bias = Field(default_factory=Bias)
-    data: Data
+    bias: Bias = Field(default_factory=Bias, description="Bias controls: position swap, length.")
+    data: Data = Field(description="The human-labelled cases.")
     split: Split | None = Field(default=None, description="{field: column} or {by: group, fractions, seed}.")
-    bootstrap: Bootstrap = Field(default_factory=Bootstrap)
-    calibration: Calibration = Field(default_factory=Calibration)
-    prompt: Prompt = Field(default_factory=Prompt)
+    bootstrap: Bootstrap = Field(default_factory=Bootstrap, description="Confidence intervals by bootstrap.")
+    calibration: Calibration = Field(default_factory=Calibration,
+                                     description="The gate: metric, level, split and threshold.")
+    prompt: Prompt = Field(default_factory=Prompt, description="Prompt template settings.")
 
     @property
     def panel(self) -> tuple[Judge, ...]:

@@ -165,8 +165,18 @@ def _message(err: dict[str, Any], parent: Any, path: Path) -> tuple[str, str | N
 
 def validation_problems(exc: ValidationError, doc: YamlDocument) -> list[Problem]:
     problems: dict[Path, list[Problem]] = {}
-    for err in exc.errors(include_url=False):
-        path, parent, is_key = _walk(tuple(err["loc"]))
+    errors = [(err, *_walk(tuple(err["loc"]))) for err in exc.errors(include_url=False)]
+    # A misspelt key shows up twice: as unknown, and as the missing key it was meant to be.
+    unknown = {(path[:-1], str(path[-1])) for err, path, _, _ in errors if err["type"] == "extra_forbidden" and path}
+    meant: set[Path] = set()
+    for err, path, _, _ in errors:
+        if err["type"] == "missing" and path:
+            typos = [k for parent, k in unknown if parent == path[:-1]]
+            if difflib.get_close_matches(str(path[-1]), typos, n=1, cutoff=0.6):
+                meant.add(path)
+    for err, path, parent, is_key in errors:
+        if err["type"] == "missing" and path in meant:
+            continue
         message, hint = _message(err, parent, path)
         if is_key:
             message = f"key {path[-1]!r}: {message}"

@@ -179,7 +179,8 @@ class Renderer:
                 if text:
                     out.append(Message(block, text))
             return tuple(out)
-        except JinjaError as exc:
+        except (JinjaError, ArithmeticError, TypeError, ValueError, LookupError, AttributeError,
+                RecursionError) as exc:  # anything a template can cause is the template's error
             file, line = self._where(exc)
             raise TemplateError(problems=[self._problem(file, line, f"template error: {exc}")]) from None
 

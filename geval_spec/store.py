@@ -19,6 +19,17 @@ def _duckdb():
     return duckdb
 
 
+_READER = None
+
+
+def _reader():
+    """One in-memory connection for reading data files (connecting costs ~15 ms)."""
+    global _READER
+    if _READER is None:
+        _READER = _duckdb().connect(":memory:")
+    return _READER
+
+
 def read_records(path: Path, fmt: str) -> tuple[list[dict[str, Any]], list[str]]:
     """All records of a data file as plain dicts, and the top-level column names.
 
@@ -26,7 +37,7 @@ def read_records(path: Path, fmt: str) -> tuple[list[dict[str, Any]], list[str]]
     nested values keep their exact shape and types whatever DuckDB would infer.
     """
     duckdb = _duckdb()
-    con = duckdb.connect(":memory:")
+    con = _reader().cursor()
     p = str(path)
     try:
         if fmt in ("json", "jsonl"):

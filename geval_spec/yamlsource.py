@@ -57,12 +57,12 @@ class YamlDocument:
 
     def problem(self, path: Path, message: str, *, hint: str | None = None, prefer_key: bool = False,
                 severity: str = "error") -> Problem:
-        m = self.mark(path, prefer_key=prefer_key)
+        m = self.mark(path, prefer_key=prefer_key) or Mark(1, 1)
         return Problem(
             message=message,
             file=self.file,
-            line=m.line if m else None,
-            col=m.col if m else None,
+            line=m.line,
+            col=m.col,
             key=format_path(path) or None,
             hint=hint,
             severity=severity,
@@ -134,7 +134,8 @@ class _Builder:
     def check_tag(self, ev, path: Path) -> None:
         tag = getattr(ev, "tag", None)
         if tag not in (None, "!"):
-            raise self.fail(f"YAML tags are not allowed (found {tag!r})", _mark(ev), path,
+            shown = "!!" + tag[len("tag:yaml.org,2002:"):] if tag.startswith("tag:yaml.org,2002:") else tag
+            raise self.fail(f"YAML tags are not allowed (found {shown!r})", _mark(ev), path,
                             hint="specs are plain data; remove the tag")
 
     def build(self, events) -> Any:

@@ -1,0 +1,124 @@
+"""Data files through DuckDB, dotted paths, ids, and stable splits."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+from geval_spec.errors import DataError
+from geval_spec.load import load_spec
+from geval_spec.registry import Project
+from geval_spec.splits import assign_splits, hash_split, hash_unit
+
+SPEC = """name: d
+version: 1
+task: t
+criterion: {{name: C, description: D}}
+steps: [s]
+rubric:
+  scale: {{min: 1, max: 2}}
+  anchors: {{1: {{description: a}}, 2: {{description: b}}}}
+scoring: {{method: direct}}
+judge: {{model: openai/x}}
+data:
+  path: {path}
+  id: meta.id
+  group: meta.doc
+  fields: {{source: ctx, candidate: out.text}}
+  human: [r1, r2]
+split: {{by: group, fractions: {{dev: 0.5, test: 0.5}}, seed: 3}}
+calibration: {{split: all}}
+"""
+
+ROWS = [
+    {"meta": {"id": "x1", "doc": "g1"}, "ctx": ["first passage", "second passage"], "out": {"text": "cand one"},
+     "r1": 1, "r2": 2},
+    {"meta": {"id": "x2", "doc": "g1"}, "ctx": ["p"], "out": {"text": "cand two"}, "r1": 2, "r2": None},
+    {"meta": {"id": "x3", "doc": "g2"}, "ctx": ["q"], "out": {"text": "cand three"}, "r1": None, "r2": None},
+]
+
+
+def write(tmp: Path, fmt: str) -> Path:
+    specs = tmp / "specs"
+    specs.mkdir(exist_ok=True)
+    path = specs / f"data.{fmt}"
+    if fmt == "jsonl":
+        path.write_text("\n".join(json.dumps(r) for r in ROWS) + "\n")
+    elif fmt == "json":
+        path.write_text(json.dumps(ROWS))
+    elif fmt == "parquet":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        pq.write_table(pa.Table.from_pylist(ROWS), path)
+    (specs / "d.yaml").write_text(SPEC.format(path=path.name))
+    return tmp
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "json", "parquet"])
+def test_nested_fields_lists_and_raters(tmp_path, fmt):
+    proj = Project(write(tmp_path, fmt))
+    ds = load_spec(proj.resolve("d")).load_data()
+    c1, c2, c3 = ds.cases
+    assert c1.id == "x1" and c1.group == "g1"
+    assert c1.fields["source"] == "first passage\n\nsecond passage"
+    assert c1.fields["candidate"] == "cand one"
+    assert c1.human == (1.0, 2.0) and c1.human_mean == 1.5
+    assert c2.human == (2.0, None) and c2.human_mean == 2.0
+    assert c3.human_mean is None
+
+
+def test_csv(tmp_path):
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "data.csv").write_text("id,src,cand,score,doc\na,\"one, two\",c1,3,g\nb,s2,c2,1.5,h\n")
+    (specs / "d.yaml").write_text(SPEC.format(path="data.csv").replace("meta.id", "id").replace("meta.doc", "doc")
+                                  .replace("ctx", "src").replace("out.text", "cand")
+                                  .replace("[r1, r2]", "score"))
+    ds = load_spec(Project(tmp_path).resolve("d")).load_data()
+    assert [c.id for c in ds.cases] == ["a", "b"]
+    assert ds.cases[0].fields["source"] == "one, two" and ds.cases[1].human == (1.5,)
+
+
+def test_duplicate_ids_are_listed(tmp_path):
+    write(tmp_path, "jsonl")
+    path = tmp_path / "specs" / "data.jsonl"
+    path.write_text(path.read_text() + json.dumps(ROWS[0]) + "\n" + json.dumps(ROWS[1]) + "\n")
+    with pytest.raises(DataError) as info:
+        load_spec(Project(tmp_path).resolve("d")).load_data()
+    msg = info.value.problems[0].message
+    assert "'x1' (lines 1, 4)" in msg and "'x2' (lines 2, 5)" in msg
+
+
+def test_unreadable_file_is_a_data_error(tmp_path):
+    write(tmp_path, "jsonl")
+    (tmp_path / "specs" / "data.jsonl").write_text("{not json\n")
+    with pytest.raises(DataError, match="cannot read as jsonl"):
+        load_spec(Project(tmp_path).resolve("d")).load_data()
+
+
+def test_hash_split_is_stable_across_machines():
+    # the documented definition: SHA-256 of "<seed>:<key>", first 8 bytes big-endian / 2**64
+    import hashlib
+
+    digest = hashlib.sha256(b"7:doc-1").digest()
+    assert hash_unit(7, "doc-1") == int.from_bytes(digest[:8], "big") / 2**64 == 0.7176577258037262
+    fr = {"examples": 0.1, "dev": 0.45, "test": 0.45}
+    got = [hash_split(7, f"g{i}", fr) for i in range(12)]
+    assert got == ["test", "test", "examples", "test", "test", "test", "test", "test", "test", "dev", "test",
+                   "examples"]
+
+
+def test_groups_never_span_splits():
+    p = load_spec(Project(ROOT).resolve("summeval-consistency"))
+    ds = p.load_data()
+    splits = assign_splits(p.spec, ds.cases)
+    by_group: dict[str, set] = {}
+    for c in ds.cases:
+        by_group.setdefault(c.group, set()).add(splits[c.id])
+    assert all(len(s) == 1 for s in by_group.values())
+    counts = {s: list(splits.values()).count(s) for s in ("dev", "test")}
+    assert counts["dev"] > 50 and counts["test"] > 50

@@ -1,0 +1,93 @@
+"""Rendering: exact messages, an identical static prefix, a sandbox that holds."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import ROOT, cli
+from geval_spec.errors import TemplateError
+from geval_spec.load import load_spec
+from geval_spec.registry import Project
+from geval_spec.render import Renderer, TemplateSource, serialise
+
+
+def parsed(name: str):
+    return load_spec(Project(ROOT).resolve(name))
+
+
+@pytest.mark.parametrize("name", ["summeval-consistency", "topical-chat-coherence", "nl-samenvatting-consistentie"])
+def test_two_cases_share_the_static_prefix(name):
+    p = parsed(name)
+    cases = p.load_data().cases
+    r = p.renderer()
+    a, b = r.render(cases[0].id, cases[0].fields), r.render(cases[1].id, cases[1].fields)
+    prefix = r.static_prefix()
+    assert len(prefix) > 200
+    sa, sb = serialise(a.messages), serialise(b.messages)
+    assert sa.startswith(prefix) and sb.startswith(prefix)
+    assert sa != sb
+    assert a.messages[0].role == "system" and a.messages[0] == b.messages[0]
+    # no case text in the static part
+    assert cases[0].fields["candidate"] not in a.messages[0].content
+
+
+def test_render_prints_the_exact_messages():
+    p = parsed("summeval-consistency")
+    case = p.load_data().cases[5]
+    res = cli("render", "summeval-consistency", "--case", case.id)
+    assert res.code == 0, res.err
+    rendered = p.renderer().render(case.id, case.fields)
+    expected = "".join(f"--- {m.role} ---\n{m.content}\n" for m in rendered.messages)
+    assert res.out.split("\n", 2)[2] == expected
+    assert "static prefix:" in res.out
+
+
+def test_render_json_is_the_request_body():
+    p = parsed("topical-chat-coherence")
+    case = p.load_data().cases[0]
+    res = cli("render", "topical-chat-coherence", "--format", "json")
+    body = json.loads(res.out)[0]["body"]
+    assert body["logprobs"] is True and body["top_logprobs"] == 20 and body["model"] == "openai/gpt-4.1-mini"
+    assert body["messages"] == p.renderer().render(case.id, case.fields).as_dicts()
+
+
+def test_unknown_case_suggests():
+    res = cli("render", "summeval-consistency", "--case", "summeval_dm-test-26e4e19d945cedcb489f28808c730658139c9415_9")
+    assert res.code == 2 and "did you mean" in res.err
+
+
+def _renderer(text: str) -> Renderer:
+    p = parsed("topical-chat-coherence")
+    return Renderer(p.spec, TemplateSource(name="t.j2", text=text), p.steps)
+
+
+@pytest.mark.parametrize("evil", [
+    "{{ ''.__class__.__mro__[1].__subclasses__() }}",
+    "{{ candidate.__class__.__init__.__globals__ }}",
+    "{% for x in range(10**9) %}{% endfor %}",
+])
+def test_sandbox_blocks_escapes(evil):
+    r = _renderer(evil + "{{ history }}{{ fact }}{{ candidate }}")
+    with pytest.raises(TemplateError):
+        r.render("x", {"history": "h", "fact": "f", "candidate": "c"})
+
+
+def test_template_error_names_file_and_line():
+    with pytest.raises(TemplateError) as info:  # unknown filter: a compile-time error
+        _renderer("line one\n{{ history }}\n{{ fact | nosuchfilter }}{{ candidate }}\n")
+    assert info.value.problems[0].headline().startswith("t.j2:3: error")
+
+
+def test_runtime_error_line():
+    r = _renderer("a\nb\n{{ history }}{{ rubric.nope }}\n{{ fact }}{{ candidate }}")
+    with pytest.raises(TemplateError) as info:
+        r.render("x", {"history": "h", "fact": "f", "candidate": "c"})
+    problem = info.value.problems[0]
+    assert problem.file == "t.j2" and problem.line == 3
+
+
+def test_static_prefix_share_is_reported_for_case_first_templates():
+    r = _renderer("{{ candidate }}\n{{ history }}{{ fact }} then static text " + "x " * 50)
+    assert r.static_prefix() == "<user>\n"

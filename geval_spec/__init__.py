@@ -2,6 +2,8 @@
 
 The public Python API is imported lazily, so ``geval-spec validate`` stays fast:
 
+- :func:`expected_score` (G-Eval's probability-weighted score, :mod:`geval_spec.scoring`)
+- :func:`power_mean`, :func:`temperature_to_p`, :func:`tcva_score` (TCVA, :mod:`geval_spec.tcva`)
 - :func:`audit_eval_split`, :func:`summarize_eval`, :func:`paired_bootstrap`
   (evaluation hygiene, :mod:`geval_spec.hygiene`)
 """
@@ -14,6 +16,10 @@ from typing import Any
 __version__ = "0.1.0"
 
 _API = {
+    "expected_score": "scoring",
+    "power_mean": "tcva",
+    "temperature_to_p": "tcva",
+    "tcva_score": "tcva",
     "audit_eval_split": "hygiene",
     "summarize_eval": "hygiene",
     "paired_bootstrap": "hygiene",

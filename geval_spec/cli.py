@@ -241,6 +241,185 @@ def render(
     return EXIT_OK
 
 
+# -- run / import / export -----------------------------------------------------------
+def db_path(db: Optional[Path]) -> Path:
+    return db.resolve() if db is not None else project().default_db
+
+
+def fmt_cost(cost: float | None) -> str:
+    if cost is None:
+        return "unknown (model not in litellm's cost map)"
+    return f"${cost:,.4f}"
+
+
+class ProgressView:
+    """A rich progress bar on stderr when it is a terminal; a final line otherwise."""
+
+    def __init__(self, label: str):
+        self.label = label
+        self.console = console(stderr=True)
+        self.live = self.console.is_terminal
+        self.bar = None
+        self.task = None
+        self.last = None
+
+    def __enter__(self) -> "ProgressView":
+        if self.live:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                TextColumn("{task.fields[info]}"), TimeElapsedColumn(), console=self.console,
+                                transient=False)
+            self.bar.__enter__()
+            self.task = self.bar.add_task(self.label, total=None, info="")
+        return self
+
+    def update(self, p) -> None:
+        self.last = p
+        if self.bar is None:
+            return
+        cost = f" ${p.cost:.4f}" if p.cost else ""
+        info = (f"cached {p.cached}  failed {p.failed}  retries {p.retries}  "
+                f"tokens {p.prompt_tokens + p.completion_tokens:,}{cost}")
+        self.bar.update(self.task, total=p.total or None, completed=p.cached + p.done + p.failed, info=info)
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(*exc)
+
+
+@app.command()
+@handled
+def run(
+    ref: str = typer.Argument(..., help="A spec REF."),
+    model: Optional[str] = typer.Option(None, "--model", help="Judge with this model instead of the spec's."),
+    split: Optional[str] = typer.Option(None, "--split", help="Only cases of this split (examples, dev, test)."),
+    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Only the first N cases."),
+    concurrency: int = typer.Option(8, "--concurrency", min=1, max=1024, help="Requests in flight at once."),
+    replay: Optional[Path] = typer.Option(None, "--replay", help="Answer requests from this cassette."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and its cost; send nothing."),
+    db: Optional[Path] = typer.Option(None, "--db", help="Results database (default .geval/results.duckdb)."),
+    regenerate_steps: bool = typer.Option(False, "--regenerate-steps", help="Ask the judge for new steps."),
+    retry_budget: Optional[int] = typer.Option(None, "--retry-budget", min=0,
+                                               help="Retries allowed in the whole run (default: one per request)."),
+    backoff: Optional[float] = typer.Option(None, "--backoff", min=0.0,
+                                            help="Base of the exponential backoff in seconds (default 0.5)."),
+) -> int:
+    """Judge the spec's cases, store every response and judgment; print the run id last."""
+    from .errors import InputError
+    from .load import load_spec
+    from .run import DryRun, RunOptions, execute_run
+
+    if split is not None and split not in ("examples", "dev", "test", "all"):
+        raise InputError(problems=[Problem(f"--split must be examples, dev, test or all, not {split!r}")])
+    if replay is not None and not replay.is_file():
+        raise InputError(problems=[Problem(f"no such cassette: {replay}")])
+    parsed = load_spec(project().resolve(ref))
+    options = RunOptions(db=db_path(db), model=model, split=split, limit=limit, concurrency=concurrency,
+                         replay=replay, dry_run=dry_run, regenerate_steps=regenerate_steps,
+                         retry_budget=retry_budget, backoff=backoff, ref=ref)
+    with ProgressView(f"{parsed.name}") as view:
+        result = execute_run(parsed, options, on_progress=view.update, on_event=lambda t: echo_err(t))
+    if isinstance(result, DryRun):
+        print_dry_run(parsed, result)
+        return EXIT_OK
+    print_run(parsed, result)
+    return EXIT_OK
+
+
+def print_dry_run(parsed, d) -> None:
+    s = parsed.spec
+    echo(f"dry run: {s.name} v{s.version}, judge(s) {', '.join(j.label for j in s.panel)}; nothing was sent")
+    echo(f"  cases          {d.cases}")
+    echo(f"  requests       {d.requests} ({d.to_send} to send, {d.cached} already answered)")
+    unit = "o200k_base tokens" if d.exact_tokens else "tokens, estimated at 4 characters each"
+    echo(f"  input          {d.input_tokens:,} {unit}")
+    typical = f"; about {d.output_tokens_typical:,} at earlier runs' length" if d.output_tokens_typical else ""
+    echo(f"  output         at most {d.output_tokens_max:,} tokens (max_tokens){typical}")
+    if d.cost_max is not None:
+        echo(f"  cost           about {fmt_cost(d.cost_estimate)}, at most {fmt_cost(d.cost_max)} "
+             "(litellm's offline cost map)")
+    else:
+        echo(f"  cost           unknown for {', '.join(d.unpriced_models)} (not in litellm's cost map)")
+    echo(f"  static prefix  {100 * d.static_prefix_share:.1f}% of the prompt tokens (cacheable by providers)")
+
+
+def print_run(parsed, r) -> None:
+    s = parsed.spec
+    echo(f"{s.name} v{s.version}: {r.cases} cases, {r.valid} valid, {r.invalid} invalid "
+         f"(validity {100 * r.valid / max(1, r.valid + r.invalid):.1f}%), method {', '.join(r.methods)}")
+    for reason, count in r.invalid_reasons[:5]:
+        echo(f"  invalid x{count}: {reason}")
+    echo(f"requests: {r.requests} ({r.sent} sent, {r.cached} already answered, {r.failed} failed, "
+         f"{r.retries} retries)")
+    echo(f"tokens: {r.prompt_tokens:,} in, {r.completion_tokens:,} out; cost {fmt_cost(r.cost)}")
+    echo(r.run_id)
+
+
+@app.command("import")
+@handled
+def import_cmd(
+    ref: str = typer.Argument(..., help="A spec REF."),
+    judgments: Path = typer.Argument(..., help="JSON Lines of judgments keyed by case_id."),
+    judge: Optional[str] = typer.Option(None, "--judge", help="Judge label (default: the spec's judge)."),
+    db: Optional[Path] = typer.Option(None, "--db", help="Results database (default .geval/results.duckdb)."),
+) -> int:
+    """Store judgments made elsewhere as a run; print the run id last."""
+    from .importer import import_judgments
+    from .load import load_spec
+
+    parsed = load_spec(project().resolve(ref))
+    r = import_judgments(parsed, judgments, db_path(db), judge=judge, ref=ref)
+    forms = ", ".join(f"{k} {v}" for k, v in sorted(r.forms.items()))
+    if r.reused:
+        echo(f"already imported: the same file for the same spec and judge is run {r.run_id}")
+    echo(f"{parsed.name}: {r.imported} judgments imported ({forms}); {r.valid} valid, {r.invalid} invalid, "
+         f"{len(r.missing)} missing of {r.cases} cases")
+    if r.missing:
+        shown = ", ".join(r.missing[:10]) + (f" and {len(r.missing) - 10} more" if len(r.missing) > 10 else "")
+        echo(f"  missing: {shown}")
+    echo(r.run_id)
+    return EXIT_OK
+
+
+def open_run(run_id: str, db: Optional[Path]):
+    from .errors import RefError
+    from .store import Store
+
+    path = db_path(db)
+    if not path.exists():
+        raise RefError(problems=[Problem(f"no results database at {path}", hint="run or import something first")])
+    store = Store(path)
+    info = store.get_run(run_id)
+    if info is None:
+        store.close()
+        raise RefError(problems=[Problem(f"no run {run_id!r} in {path}")])
+    return store, info
+
+
+@app.command()
+@handled
+def export(
+    run_id: str = typer.Argument(..., metavar="RUN", help="A run id."),
+    cassette: Path = typer.Option(..., "--cassette", help="Write the run's responses here."),
+    db: Optional[Path] = typer.Option(None, "--db", help="Results database (default .geval/results.duckdb)."),
+) -> int:
+    """Write a run's recorded responses to a cassette for run --replay."""
+    from .clients.replay import cassette_lines
+
+    store, info = open_run(run_id, db)
+    with store:
+        rows = store.export_responses(run_id)
+    header = {"run": info.run_id, "spec": info.spec_name, "judging_fingerprint": info.judging_fp}
+    lines = cassette_lines(header, rows)
+    cassette.parent.mkdir(parents=True, exist_ok=True)
+    tmp = cassette.with_name(cassette.name + ".tmp")
+    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    tmp.replace(cassette)
+    echo(f"wrote {len(rows)} recorded responses of {info.run_id} to {cassette}")
+    return EXIT_OK
+
+
 def main() -> None:
     try:
         app()

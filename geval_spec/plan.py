@@ -88,8 +88,9 @@ def method_requests(judge: Judge, rendered: Rendered, method: str, samples: int 
     return [make_request(judge, rendered, logprobs=False, purpose=purpose)]
 
 
-def prepare_requests(parsed, cases, *, judges: tuple[Judge, ...] | None = None) -> Plan:
-    """Render every case and list the requests of every judge of the panel."""
+def prepare_requests(parsed, cases, *, judges: tuple[Judge, ...] | None = None,
+                     findings: dict[str, list] | None = None) -> Plan:
+    """Render every case (with its pre-check findings) and list every judge's requests."""
     from .errors import SpecError
 
     if parsed.steps_pending:
@@ -102,7 +103,8 @@ def prepare_requests(parsed, cases, *, judges: tuple[Judge, ...] | None = None) 
     rendered: dict[str, tuple[Rendered, ...]] = {}
     requests: list[Request] = []
     for case in cases:
-        prompts = (renderer.render(case.id, case.fields),)
+        found = [f.as_dict() for f in (findings or {}).get(case.id, [])]
+        prompts = (renderer.render(case.id, case.fields, found),)
         rendered[case.id] = prompts
         for judge in panel:
             for prompt in prompts:

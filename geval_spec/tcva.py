@@ -1,0 +1,121 @@
+"""Temperature-Controlled Verdict Aggregation (TCVA).
+
+A judge splits a candidate into atomic statements and gives each a verdict:
+fully, mostly, partially, minor or none. Each verdict has a weight in [0, 1]
+(by default 1.0, 0.9, 0.7, 0.3, 0.0). One score comes from the generalised
+power mean of the weights,
+
+    M_p(w) = (mean of w_i ** p) ** (1 / p),
+
+with p set by a strictness temperature T in [0.1, 1.0] (clamped):
+
+    p = -8 + (T - 0.1) / 0.9 * 20.25
+
+so T = 0.1 gives p = -8 (close to the minimum: one bad statement sinks the
+score), T = 0.5 gives p = 1 (the arithmetic mean), T = 0.9 gives p = 10 and
+T = 1.0 gives p = 12.25 (close to the maximum). For p < 0 weights of 0 are
+clamped to 1e-9; for |p| < 1e-12 the geometric mean is used. With the None
+penalty the score is multiplied by (1 - f_none) ** (1.5 - T), f_none being
+the share of verdicts whose weight is exactly 0.
+
+Because only the aggregation changes with T, one set of stored verdicts
+serves every temperature: re-aggregation costs no judge call.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable, Mapping, Sequence
+
+LEVELS = ("fully", "mostly", "partially", "minor", "none")
+ALIASES = {"partial": "partially"}
+DEFAULT_WEIGHTS = {"fully": 1.0, "mostly": 0.9, "partially": 0.7, "minor": 0.3, "none": 0.0}
+ZERO_CLAMP = 1e-9
+GEOMETRIC_BELOW = 1e-12
+
+
+def normalise_verdict(value: str) -> str | None:
+    v = str(value).strip().lower()
+    v = ALIASES.get(v, v)
+    return v if v in LEVELS else None
+
+
+def temperature_to_p(temperature: float) -> float:
+    """The power-mean exponent for a strictness temperature (clamped to [0.1, 1.0])."""
+    t = min(max(float(temperature), 0.1), 1.0)
+    return -8.0 + (t - 0.1) / 0.9 * 20.25
+
+
+def power_mean(weights: Sequence[float], p: float) -> float:
+    """Generalised power mean of ``weights`` (non-empty, each in [0, 1])."""
+    w = [float(x) for x in weights]
+    if not w:
+        raise ValueError("power_mean needs at least one weight")
+    if p < 0 or abs(p) < GEOMETRIC_BELOW:
+        w = [max(x, ZERO_CLAMP) for x in w]
+    if abs(p) < GEOMETRIC_BELOW:
+        return math.exp(sum(math.log(x) for x in w) / len(w))
+    return (sum(x ** p for x in w) / len(w)) ** (1.0 / p)
+
+
+def level_weights(verdicts: Iterable[str], weights: Mapping[str, float] | None = None) -> list[float]:
+    table = dict(DEFAULT_WEIGHTS if weights is None else weights)
+    out = []
+    for v in verdicts:
+        level = normalise_verdict(v)
+        if level is None:
+            raise ValueError(f"unknown verdict {v!r}; expected one of {', '.join(LEVELS)}")
+        out.append(float(table[level]))
+    return out
+
+
+def tcva_score(verdicts: Sequence[str] | Sequence[float], temperature: float,
+               weights: Mapping[str, float] | None = None, none_penalty: bool = True) -> float:
+    """The TCVA score of one judgment's verdicts (levels, or their weights).
+
+    Raises ``ValueError`` for an empty list: what an empty judgment scores is
+    the spec's ``aggregation.on_empty`` decision, not this function's.
+    """
+    if len(verdicts) == 0:
+        raise ValueError("no verdicts to aggregate")
+    w = list(map(float, verdicts)) if isinstance(verdicts[0], (int, float)) else level_weights(verdicts, weights)
+    score = power_mean(w, temperature_to_p(temperature))
+    if none_penalty:
+        t = min(max(float(temperature), 0.1), 1.0)
+        f_none = sum(1 for x in w if x == 0.0) / len(w)
+        score *= (1.0 - f_none) ** (1.5 - t)
+    return score
+
+
+def tcva_matrix(case_index, weights, n_cases: int, temperatures: Sequence[float], none_penalty: bool = True):
+    """Vectorised TCVA: scores[t, case] for many cases and temperatures at once.
+
+    ``case_index``/``weights``: flat arrays, one entry per verdict. Cases with
+    no verdicts get NaN (the caller applies ``on_empty``).
+    """
+    import numpy as np
+
+    idx = np.asarray(case_index, dtype=np.int64)
+    w = np.asarray(weights, dtype=float)
+    counts = np.bincount(idx, minlength=n_cases).astype(float)
+    has = counts > 0
+    safe_counts = np.where(has, counts, 1.0)
+    zeros = np.bincount(idx, weights=(w == 0.0).astype(float), minlength=n_cases)
+    f_none = zeros / safe_counts
+    clamped = np.maximum(w, ZERO_CLAMP)
+    log_clamped = None
+    out = np.empty((len(temperatures), n_cases))
+    for k, temp in enumerate(temperatures):
+        p = temperature_to_p(temp)
+        if abs(p) < GEOMETRIC_BELOW:
+            if log_clamped is None:
+                log_clamped = np.log(clamped)
+            row = np.exp(np.bincount(idx, weights=log_clamped, minlength=n_cases) / safe_counts)
+        else:
+            base = clamped if p < 0 else w
+            row = (np.bincount(idx, weights=base ** p, minlength=n_cases) / safe_counts) ** (1.0 / p)
+        if none_penalty:
+            t = min(max(float(temp), 0.1), 1.0)
+            row = row * (1.0 - f_none) ** (1.5 - t)
+        out[k] = np.where(has, row, np.nan)
+    return out

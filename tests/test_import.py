@@ -1,0 +1,87 @@
+"""`import`: every line form of the contract, errors with file and line, missing cases, idempotence."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, cli
+from e2e_helpers import make_project
+from geval_spec.store import Store
+
+
+def write_lines(path: Path, items) -> Path:
+    path.write_text("\n".join(json.dumps(i) for i in items) + "\n")
+    return path
+
+
+def stored(root: Path, run_id: str):
+    with Store(root / ".geval" / "results.duckdb") as store:
+        return {j.case_id: j for j in store.judgments(run_id)}, store.get_run(run_id)
+
+
+def test_all_line_forms(tmp_path):
+    root = make_project(tmp_path, "http://127.0.0.1:9/v1", n=6)
+    f = write_lines(tmp_path / "j.jsonl", [
+        {"case_id": "c000", "score": 3.5},
+        {"case_id": "c001", "samples": ["4", "3", 4, "x"]},
+        {"case_id": "c002", "distribution": {"1": 0.05, "2": 0.1, "3": 0.2, "4": 0.4, "5": 0.25}},
+        {"case_id": "c003", "error": "judge returned invalid JSON"},
+        {"case_id": "c004", "samples": ["nope"]},
+    ])
+    res = cli("import", "demo", str(f), cwd=root)
+    assert res.code == 0, res.err
+    run_id = res.out.strip().splitlines()[-1]
+    assert "missing: c005" in res.out and "5 judgments imported" in res.out
+    js, info = stored(root, run_id)
+    assert info.kind == "import" and info.status == "completed"
+    assert js["c000"].score == 3.5 and js["c000"].method == "direct"
+    assert js["c001"].method == "samples" and js["c001"].score == pytest.approx(11 / 3)
+    assert js["c001"].samples == (4.0, 3.0, 4.0, None) and js["c001"].details["invalid_samples"] == 1
+    assert js["c002"].method == "logprobs" and js["c002"].score == pytest.approx(3.7)
+    assert js["c003"].valid is False and js["c003"].reason == "judge returned invalid JSON"
+    assert js["c004"].valid is False
+    # the same file again: the same run
+    res2 = cli("import", "demo", str(f), cwd=root)
+    assert res2.out.strip().splitlines()[-1] == run_id and "already imported" in res2.out
+
+
+def test_verdicts_form_and_on_empty(tmp_path):
+    res = cli("import", "usr-faithfulness", "specs/data/tcva/usr-faithfulness.verdicts.jsonl", "--db",
+              str(tmp_path / "r.duckdb"))
+    assert res.code == 0, res.err
+    with Store(tmp_path / "r.duckdb") as store:
+        js = {j.case_id: j for j in store.judgments(res.out.strip().splitlines()[-1])}
+    empty = js["usr_topicalchat_65"]
+    assert empty.valid and empty.score == 0.0 and empty.verdicts == ()  # on_empty: zero
+    full = js["usr_topicalchat_165"]
+    assert full.method == "verdicts" and len(full.verdicts) >= 1
+
+
+@pytest.mark.parametrize("line, message", [
+    ({"case_id": "nope", "score": 3}, "case 'nope' is not in"),
+    ({"case_id": "c000", "scor": 3}, "did you mean 'score'?"),
+    ({"case_id": "c000", "score": 3, "error": "x"}, "give exactly one of"),
+    ({"case_id": "c000", "score": 9}, "score 9 is outside 1..5"),
+    ({"case_id": "c000", "distribution": {"1": -1}}, "must be a number >= 0"),
+    ({"score": 3}, "missing 'case_id'"),
+    ({"case_id": "c000", "verdicts": [{"verdict": "maybe"}]}, "unknown verdict 'maybe'"),
+    ("not json", "not JSON"),
+])
+def test_bad_lines_name_file_and_line(tmp_path, line, message):
+    root = make_project(tmp_path, "http://127.0.0.1:9/v1", n=3)
+    f = tmp_path / "bad.jsonl"
+    text = json.dumps({"case_id": "c001", "score": 2}) + "\n" + (line if isinstance(line, str) else json.dumps(line))
+    f.write_text(text + "\n")
+    res = cli("import", "demo", str(f), cwd=root)
+    assert res.code == 2
+    assert f"{f}:2: error" in res.err and message in res.err
+
+
+def test_duplicate_case_lines(tmp_path):
+    root = make_project(tmp_path, "http://127.0.0.1:9/v1", n=3)
+    f = write_lines(tmp_path / "d.jsonl", [{"case_id": "c001", "score": 2}, {"case_id": "c001", "score": 3}])
+    res = cli("import", "demo", str(f), cwd=root)
+    assert res.code == 2 and "appears twice (first on line 1)" in res.err

@@ -1,0 +1,219 @@
+"""End to end: `run` through litellm (and the direct client) against a real local HTTP server."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from conftest import cli, run_cli
+from e2e_helpers import make_project
+from openai_server import FakeOpenAI, ServerConfig
+from geval_spec.store import Store
+
+
+@pytest.fixture
+def server():
+    srv = FakeOpenAI(ServerConfig()).start()
+    yield srv
+    srv.stop()
+
+
+def judgments(root: Path, run_id: str):
+    with Store(root / ".geval" / "results.duckdb") as store:
+        return {j.case_id: j for j in store.judgments(run_id)}
+
+
+def last_line(text: str) -> str:
+    return text.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize("client", ["litellm", "openai-http"])
+def test_run_scores_every_case_and_a_rerun_sends_nothing(tmp_path, server, client):
+    root = make_project(tmp_path, server.base_url, client=client)
+    res = cli("run", "demo", "--concurrency", "4", cwd=root)
+    assert res.code == 0, res.err + res.out
+    run_id = last_line(res.out)
+    assert run_id.startswith("run_")
+    assert server.state.total == 20
+    js = judgments(root, run_id)
+    assert len(js) == 20 and all(j.valid and j.method == "logprobs" for j in js.values())
+    # the server puts 0.7 on the marked score, 0.2 one below, 0.1 one above (clipped to the scale)
+    j = js["c001"]  # marker score 3: 0.7*3 + 0.2*2 + 0.1*4
+    assert j.score == pytest.approx(2.9, abs=1e-9) and j.valid_mass == pytest.approx(1.0)
+    assert j.distribution[3] == pytest.approx(0.7)
+    res2 = cli("run", "demo", cwd=root)
+    assert res2.code == 0 and server.state.total == 20  # nothing sent twice
+    assert "20 already answered" in res2.out
+    js2 = judgments(root, last_line(res2.out))
+    assert {k: v.score for k, v in js2.items()} == {k: v.score for k, v in js.items()}
+
+
+def test_dry_run_sends_nothing(tmp_path, server):
+    root = make_project(tmp_path, server.base_url)
+    res = cli("run", "demo", "--dry-run", cwd=root)
+    assert res.code == 0, res.err
+    assert server.state.total == 0
+    assert "nothing was sent" in res.out and "20 to send" in res.out and "static prefix" in res.out
+    assert not (root / ".geval" / "results.duckdb").exists()
+
+
+def test_split_and_limit(tmp_path, server):
+    root = make_project(tmp_path, server.base_url)
+    res = cli("run", "demo", "--split", "dev", "--limit", "3", cwd=root)
+    assert res.code == 0, res.err
+    assert server.state.total == 3 and "3 cases" in res.out
+
+
+def test_faults_end_valid_or_invalid_with_reason(tmp_path):
+    cfg = ServerConfig(fault_rate=0.3, timeout_sleep=1.5, retry_after="0", retry_after_ms="20", seed=3)
+    with FakeOpenAI(cfg) as srv:
+        root = make_project(tmp_path, srv.base_url, n=40, timeout=0.5, max_retries=3)
+        res = cli("run", "demo", "--concurrency", "8", "--backoff", "0.01", cwd=root)
+        assert res.code == 0, res.err + res.out
+        assert set(srv.state.faults) == {"429", "500", "timeout", "malformed"}
+        js = judgments(root, last_line(res.out))
+        assert len(js) == 40
+        for j in js.values():
+            assert j.valid or (j.reason and j.reason.startswith("request failed"))
+        # every case that was answered in the end was answered exactly once
+        assert all(v == 1 for v in srv.state.ok_by_hash.values())
+
+
+def test_retry_budget_spent_exits_3(tmp_path):
+    with FakeOpenAI(ServerConfig(fail_always=500)) as srv:
+        root = make_project(tmp_path, srv.base_url, n=5, client="openai-http")
+        res = run_cli("run", "demo", "--retry-budget", "3", "--backoff", "0.01", cwd=root)
+        assert res.code == 3, res.err
+        assert "retry budget (3 retries) is spent" in res.err and "Traceback" not in res.err
+
+
+def test_request_failures_within_budget_are_invalid_not_fatal(tmp_path):
+    with FakeOpenAI(ServerConfig(fail_always=500)) as srv:
+        root = make_project(tmp_path, srv.base_url, n=3, client="openai-http", max_retries=1)
+        res = run_cli("run", "demo", "--backoff", "0.01", cwd=root)
+        assert res.code == 0, res.err
+        assert "3 invalid" in res.out and "request failed: HTTP 500" in res.out
+
+
+def test_unreachable_judge_exits_3(tmp_path):
+    root = make_project(tmp_path, "http://127.0.0.1:9/v1", n=4, client="openai-http")
+    res = run_cli("run", "demo", "--backoff", "0.01", cwd=root)
+    assert res.code == 3 and "cannot reach the judge" in res.err
+
+
+def test_missing_logprobs_names_model_and_fallback(tmp_path):
+    with FakeOpenAI(ServerConfig(logprobs=False)) as srv:
+        root = make_project(tmp_path, srv.base_url, n=6)
+        res = run_cli("run", "demo", cwd=root)
+        assert res.code == 3
+        assert "openai/judge-small" in res.err and "scoring.fallback" in res.err
+        assert srv.state.total <= 6
+
+
+def test_fallback_samples_is_recorded(tmp_path):
+    with FakeOpenAI(ServerConfig(logprobs=False)) as srv:
+        root = make_project(tmp_path, srv.base_url, n=6, scoring_extra="  fallback: samples\n  samples: 3\n",
+                            temperature=1)
+        res = cli("run", "demo", cwd=root)
+        assert res.code == 0, res.err
+        js = judgments(root, last_line(res.out))
+        assert all(j.method == "samples" and j.details.get("fallback_from") == "logprobs" for j in js.values())
+        assert all(j.samples is not None and len(j.samples) == 3 for j in js.values())
+        before = srv.state.total
+        assert cli("run", "demo", cwd=root).code == 0 and srv.state.total == before
+
+
+@pytest.mark.parametrize("supports_n", [True, False])
+def test_samples_method(tmp_path, server, supports_n):
+    extra = "  samples: 4\n"
+    root = make_project(tmp_path, server.base_url, n=5, method="samples", scoring_extra=extra, temperature=1)
+    spec = root / "specs" / "demo.yaml"
+    if not supports_n:
+        spec.write_text(spec.read_text().replace("  timeout:", "  supports_n: false\n  timeout:"))
+    res = cli("run", "demo", cwd=root)
+    assert res.code == 0, res.err
+    assert server.state.total == (5 if supports_n else 20)
+    for j in judgments(root, last_line(res.out)).values():
+        assert j.method == "samples" and len(j.samples) == 4 and j.spread is not None
+        assert j.score == pytest.approx(sum(j.samples) / 4)
+
+
+def test_direct_and_invalid_output_is_kept(tmp_path):
+    def judge(body, i):
+        from openai_server import candidate_of
+
+        cand = candidate_of(body)
+        if "Summary 3 " in cand:
+            return {"content": "I think it is a 4."}
+        if "Summary 4 " in cand:
+            return {"content": json.dumps({"reasoning": "r", "errors": [], "score": 9})}
+        return {"content": "```json\n" + json.dumps({"reasoning": "r", "errors": ["e"], "score": 2}) + "\n```"}
+
+    with FakeOpenAI(ServerConfig(judge=judge)) as srv:
+        root = make_project(tmp_path, srv.base_url, n=6, method="direct")
+        res = cli("run", "demo", cwd=root)
+        assert res.code == 0, res.err
+        js = judgments(root, last_line(res.out))
+        assert js["c003"].valid is False and js["c003"].reason == "no JSON object in the output"
+        assert js["c004"].valid is False and js["c004"].reason == "score 9 is outside 1..5"
+        assert js["c000"].valid and js["c000"].score == 2.0 and js["c000"].details["errors"] == ["e"]
+        assert "validity 66.7%" in res.out
+
+
+def test_generated_steps_once(tmp_path, server):
+    root = make_project(tmp_path, server.base_url, n=5)
+    spec = root / "specs" / "demo.yaml"
+    text = spec.read_text()
+    spec.write_text(text.replace("steps:\n  - Read the source.\n  - Check each statement of the summary.\n",
+                                 "steps: {generate: true, count: 3}\n"))
+    res = cli("run", "demo", cwd=root)
+    assert res.code == 0, res.err
+    steps_calls = [b for b in server.state.bodies if b["messages"][0]["content"].startswith("You design")]
+    assert len(steps_calls) == 1 and server.state.total == 1 + 5
+    lock = root / "specs" / "demo.lock.yaml"
+    assert lock.exists() and "Generated step 3." in lock.read_text()
+    judge_calls = [b for b in server.state.bodies if not b["messages"][0]["content"].startswith("You design")]
+    assert all("3. Generated step 3." in b["messages"][0]["content"] for b in judge_calls)
+    res2 = cli("run", "demo", cwd=root)
+    assert res2.code == 0 and server.state.total == 6
+    assert cli("validate", "demo", cwd=root).code == 0
+    # changing the task makes the lock stale: validate warns, the next run regenerates
+    spec.write_text(spec.read_text().replace("Judge whether a summary", "Judge whether the summary"))
+    val = cli("validate", "demo", cwd=root)
+    assert val.code == 0 and "were written for another task" in val.err
+    res3 = cli("run", "demo", cwd=root)
+    assert res3.code == 0
+    assert len([b for b in server.state.bodies if b["messages"][0]["content"].startswith("You design")]) == 2
+
+
+def test_export_and_replay_without_network(tmp_path, server):
+    root = make_project(tmp_path, server.base_url, n=8)
+    run_id = last_line(cli("run", "demo", cwd=root).out)
+    cassette = tmp_path / "demo.cassette.jsonl"
+    res = cli("export", run_id, "--cassette", str(cassette), cwd=root)
+    assert res.code == 0 and "8 recorded responses" in res.out
+    server.stop()
+    res2 = cli("run", "demo", "--replay", str(cassette), "--db", str(tmp_path / "fresh.duckdb"), cwd=root)
+    assert res2.code == 0, res2.err
+    with Store(tmp_path / "fresh.duckdb") as store:
+        replayed = {j.case_id: j.score for j in store.judgments(last_line(res2.out))}
+    assert replayed == {k: v.score for k, v in judgments(root, run_id).items()}
+    # a case the cassette does not hold is an error naming it
+    data = root / "specs" / "data" / "cases.jsonl"
+    data.write_text(data.read_text() + json.dumps({"id": "extra", "doc": "dx", "src": "s", "cand": "new one",
+                                                   "human": 3}) + "\n")
+    res3 = run_cli("run", "demo", "--replay", str(cassette), "--db", str(tmp_path / "fresh2.duckdb"), cwd=root)
+    assert res3.code == 2 and "no recorded response for case 'extra'" in res3.err
+
+
+def test_expected_score_api():
+    from geval_spec import expected_score
+
+    assert round(expected_score({4: -0.2, 5: -0.9}, range(1, 6)), 2) == 4.33
+    assert expected_score({"1": 0.0}, range(1, 4)) == 1.0
+    with pytest.raises(ValueError):
+        expected_score({7: 0.0}, range(1, 6))
+    assert math.isclose(expected_score({2: math.log(0.5), 3: math.log(0.5)}, range(1, 6)), 2.5)

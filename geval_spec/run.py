@@ -348,6 +348,15 @@ def execute_run(parsed: ParsedSpec, options: RunOptions,
             store.close()
 
 
+def answers(requests: Sequence[Request], store: Store, outcomes: dict[str, Outcome]) -> dict[str, Completion]:
+    """Completions per request hash: received in this run (in memory), else from the store."""
+    out = {h: o.completion for h, o in outcomes.items() if o.completion is not None}
+    rest = {r.hash: r for r in requests if r.hash not in out}
+    for h, row in store.ok_responses(rest).items():
+        out[h] = completion_of(row, rest[h].body["model"])
+    return out
+
+
 def build_judgments(parsed: ParsedSpec, plan: Plan, judges: Sequence[Judge], store: Store,
                     outcomes: dict[str, Outcome]) -> tuple[list[Judgment], list[Request]]:
     """Score every case and judge from stored responses; list the fallback requests needed."""
@@ -355,8 +364,8 @@ def build_judgments(parsed: ParsedSpec, plan: Plan, judges: Sequence[Judge], sto
     by_case: dict[tuple[str, str], list[Request]] = {}
     for r in plan.requests:
         by_case.setdefault((r.case_id, r.judge), []).append(r)
-    stored = store.ok_responses(r.hash for r in plan.requests)
-    errors = store.last_errors(r.hash for r in plan.requests if r.hash not in stored)
+    completions = answers(plan.requests, store, outcomes)
+    errors = store.last_errors(r.hash for r in plan.requests if r.hash not in completions)
     judgments: list[Judgment] = []
     fallback: list[Request] = []
     fb = parsed.spec.scoring.fallback
@@ -365,8 +374,7 @@ def build_judgments(parsed: ParsedSpec, plan: Plan, judges: Sequence[Judge], sto
             reqs = by_case.get((case_id, judge.label), [])
             comps, errs = [], []
             for r in reqs:
-                row = stored.get(r.hash)
-                comps.append(completion_of(row, r.body["model"]) if row else None)
+                comps.append(completions.get(r.hash))
                 out = outcomes.get(r.hash)
                 errs.append(out.error if out and out.error else errors.get(r.hash))
             if method == "logprobs" and fb != "none" and all(c is not None for c in comps) and any(
@@ -382,7 +390,7 @@ def build_judgments(parsed: ParsedSpec, plan: Plan, judges: Sequence[Judge], sto
 def apply_fallback(parsed: ParsedSpec, judges: Sequence[Judge], judgments: list[Judgment],
                    requests: list[Request], store: Store, outcomes: dict[str, Outcome]) -> list[Judgment]:
     fb = parsed.spec.scoring.fallback
-    stored = store.ok_responses(r.hash for r in requests)
+    completions = answers(requests, store, outcomes)
     by_case: dict[tuple[str, str], list[Request]] = {}
     for r in requests:
         by_case.setdefault((r.case_id, r.judge), []).append(r)
@@ -393,7 +401,7 @@ def apply_fallback(parsed: ParsedSpec, judges: Sequence[Judge], judgments: list[
         if not reqs:
             out.append(j)
             continue
-        comps = [completion_of(stored[r.hash], r.body["model"]) if r.hash in stored else None for r in reqs]
+        comps = [completions.get(r.hash) for r in reqs]
         errs = [outcomes[r.hash].error if r.hash in outcomes else None for r in reqs]
         new = score_case(parsed, fb, label_to_judge[j.judge], j.case_id, comps, errs)
         out.append(replace(new, details={**dict(new.details), "fallback_from": "logprobs"}))

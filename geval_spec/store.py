@@ -234,6 +234,23 @@ class Store:
         self._migrate()
         self.recovered = self._recover_journals()
 
+    # -- bulk helpers ------------------------------------------------------------------
+    def _types(self, table: str) -> list[str]:
+        cache = self.__dict__.setdefault("_type_cache", {})
+        if table not in cache:
+            cache[table] = [row[2] for row in self.con.execute(f"PRAGMA table_info('{table}')").fetchall()]
+        return cache[table]
+
+    def insert(self, cursor, table: str, rows: Sequence[tuple], ignore: bool = False) -> None:
+        """Insert many rows in one statement (columns passed as typed lists; executemany is 20x slower)."""
+        if not rows:
+            return
+        types = self._types(table)
+        columns = [list(col) for col in zip(*rows)]
+        select = ", ".join(f"unnest(?::{t}[])" for t in types)
+        verb = "INSERT OR IGNORE INTO" if ignore else "INSERT INTO"
+        cursor.execute(f"{verb} {table} SELECT {select}", columns)
+
     # -- schema --------------------------------------------------------------------
     def _migrate(self) -> None:
         c = self.con
@@ -296,29 +313,32 @@ class Store:
             info.analysis_fp, _dumps(info.spec_json), _dumps(info.judges), info.method, info.data_path,
             info.data_sha256, info.tool_version, info.git_commit, _dumps(info.options), info.source_file,
             info.source_sha256, info.started_at or now(), info.ended_at, info.status, info.error, os.getpid()])
-        if cases:
-            c.executemany("INSERT INTO run_cases VALUES (?, ?, ?, ?, ?, ?, ?)", [
-                (info.run_id, case.id, i, case.group, case.system, case.category, _dumps(list(case.human)))
-                for i, case in enumerate(cases)])
-        if requests:
-            stamp = now()
-            c.executemany("INSERT OR IGNORE INTO requests VALUES (?, ?, ?, ?, ?, ?)", [
-                (r.hash, r.body["model"], _dumps(r.body), r.sample, r.n, stamp) for r in requests])
-            c.executemany("INSERT OR IGNORE INTO run_requests VALUES (?, ?, ?, ?, ?, ?, ?)", [
-                (info.run_id, r.hash, r.case_id, r.judge, r.purpose, r.sample, i) for i, r in enumerate(requests)])
+        self.insert(c, "run_cases", [
+            (info.run_id, case.id, i, case.group, case.system, case.category, _dumps(list(case.human)))
+            for i, case in enumerate(cases)])
+        self._insert_requests(c, info.run_id, requests, 0)
         c.execute("COMMIT")
         c.close()
+
+    def _insert_requests(self, c, run_id: str, requests: Sequence[Any], start: int) -> None:
+        stamp = now()
+        seen: dict[str, Any] = {}
+        for r in requests:
+            seen.setdefault(r.hash, r)
+        self.insert(c, "requests", [(r.hash, r.body["model"], _dumps(r.body), r.sample, r.n, stamp)
+                                    for r in seen.values()], ignore=True)
+        keyed: dict[tuple, tuple] = {}
+        for i, r in enumerate(requests):
+            keyed.setdefault((r.hash, r.judge, r.purpose), (run_id, r.hash, r.case_id, r.judge, r.purpose, r.sample,
+                                                            start + i))
+        self.insert(c, "run_requests", list(keyed.values()), ignore=True)
 
     def add_requests(self, run_id: str, requests: Sequence[Any], start: int = 0) -> None:
         if not requests:
             return
         c = self.con.cursor()
         c.execute("BEGIN")
-        stamp = now()
-        c.executemany("INSERT OR IGNORE INTO requests VALUES (?, ?, ?, ?, ?, ?)", [
-            (r.hash, r.body["model"], _dumps(r.body), r.sample, r.n, stamp) for r in requests])
-        c.executemany("INSERT OR IGNORE INTO run_requests VALUES (?, ?, ?, ?, ?, ?, ?)", [
-            (run_id, r.hash, r.case_id, r.judge, r.purpose, r.sample, start + i) for i, r in enumerate(requests)])
+        self._insert_requests(c, run_id, requests, start)
         c.execute("COMMIT")
         c.close()
 
@@ -365,12 +385,8 @@ class Store:
         hashes = list(hashes)
         if not hashes:
             return set()
-        c = self.con.cursor()
-        c.execute("CREATE OR REPLACE TEMP TABLE _want (h VARCHAR)")
-        c.executemany("INSERT INTO _want VALUES (?)", [(h,) for h in hashes])
-        rows = c.execute("SELECT DISTINCT r.request_hash FROM responses r JOIN _want w ON r.request_hash = w.h "
-                         "WHERE r.ok").fetchall()
-        c.close()
+        rows = self.con.execute("SELECT DISTINCT request_hash FROM responses WHERE ok AND request_hash IN "
+                                "(SELECT unnest(?::VARCHAR[]))", [hashes]).fetchall()
         return {r[0] for r in rows}
 
     def ok_responses(self, hashes: Iterable[str]) -> dict[str, dict]:
@@ -378,13 +394,9 @@ class Store:
         hashes = list(hashes)
         if not hashes:
             return {}
-        c = self.con.cursor()
-        c.execute("CREATE OR REPLACE TEMP TABLE _want (h VARCHAR)")
-        c.executemany("INSERT INTO _want VALUES (?)", [(h,) for h in hashes])
-        rows = c.execute("SELECT r.request_hash, r.body_json, r.prompt_tokens, r.completion_tokens, r.cost, "
-                         "r.latency_ms FROM responses r JOIN _want w ON r.request_hash = w.h WHERE r.ok "
-                         "ORDER BY r.received_at").fetchall()
-        c.close()
+        rows = self.con.execute("SELECT request_hash, body_json, prompt_tokens, completion_tokens, cost, latency_ms "
+                                "FROM responses WHERE ok AND request_hash IN (SELECT unnest(?::VARCHAR[])) "
+                                "ORDER BY received_at", [hashes]).fetchall()
         out = {}
         for h, body, pt, ct, cost, lat in rows:
             out.setdefault(h, {"body": json.loads(body), "prompt_tokens": pt, "completion_tokens": ct,
@@ -395,12 +407,8 @@ class Store:
         hashes = list(hashes)
         if not hashes:
             return {}
-        c = self.con.cursor()
-        c.execute("CREATE OR REPLACE TEMP TABLE _want (h VARCHAR)")
-        c.executemany("INSERT INTO _want VALUES (?)", [(h,) for h in hashes])
-        rows = c.execute("SELECT r.request_hash, r.error FROM responses r JOIN _want w ON r.request_hash = w.h "
-                         "WHERE NOT r.ok ORDER BY r.received_at").fetchall()
-        c.close()
+        rows = self.con.execute("SELECT request_hash, error FROM responses WHERE NOT ok AND request_hash IN "
+                                "(SELECT unnest(?::VARCHAR[])) ORDER BY received_at", [hashes]).fetchall()
         return {h: e for h, e in rows}
 
     def write_responses(self, records: Sequence[ResponseRecord], cursor=None) -> int:
@@ -413,10 +421,8 @@ class Store:
         ok_hashes = [r.request_hash for r in records if r.ok]
         have: set[str] = set()
         if ok_hashes:
-            c.execute("CREATE OR REPLACE TEMP TABLE _want_w (h VARCHAR)")
-            c.executemany("INSERT INTO _want_w VALUES (?)", [(h,) for h in ok_hashes])
-            have = {r[0] for r in c.execute("SELECT DISTINCT request_hash FROM responses JOIN _want_w "
-                                            "ON request_hash = h WHERE ok").fetchall()}
+            have = {r[0] for r in c.execute("SELECT DISTINCT request_hash FROM responses WHERE ok AND request_hash IN "
+                                            "(SELECT unnest(?::VARCHAR[]))", [ok_hashes]).fetchall()}
         rows = []
         for r in records:
             if r.ok:
@@ -425,7 +431,7 @@ class Store:
                 have.add(r.request_hash)
             rows.append(r.row())
         if rows:
-            c.executemany("INSERT OR IGNORE INTO responses VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            self.insert(c, "responses", rows, ignore=True)
             written = len(rows)
         c.execute("COMMIT")
         if cursor is None:
@@ -466,10 +472,8 @@ class Store:
                          _dumps(details) if details else None))
             for i, v in enumerate(j.verdicts or ()):
                 vrows.append((run_id, j.case_id, j.judge, i, v.statement, v.verdict, v.reason, v.support))
-        if rows:
-            c.executemany("INSERT INTO judgments VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
-        if vrows:
-            c.executemany("INSERT INTO verdicts VALUES (?, ?, ?, ?, ?, ?, ?, ?)", vrows)
+        self.insert(c, "judgments", rows)
+        self.insert(c, "verdicts", vrows)
         c.execute("COMMIT")
         c.close()
 
@@ -505,7 +509,7 @@ class Store:
         c = self.con.cursor()
         c.execute("BEGIN")
         c.execute("DELETE FROM findings WHERE run_id = ?", [run_id])
-        c.executemany("INSERT INTO findings VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        self.insert(c, "findings", rows)
         c.execute("COMMIT")
         c.close()
 

@@ -29,7 +29,6 @@ def _import():
         litellm.callbacks = []
         litellm.success_callback = []
         litellm.failure_callback = []
-        litellm.turn_off_message_logging = True
         litellm.drop_params = False
         _litellm = litellm
     return _litellm

@@ -304,6 +304,7 @@ def run(
                                                help="Retries allowed in the whole run (default: one per request)."),
     backoff: Optional[float] = typer.Option(None, "--backoff", min=0.0,
                                             help="Base of the exponential backoff in seconds (default 0.5)."),
+    junit: Optional[Path] = typer.Option(None, "--junit", help="Also write the gate as JUnit XML."),
 ) -> int:
     """Judge the spec's cases, store every response and judgment; print the run id last."""
     from .errors import InputError
@@ -323,8 +324,25 @@ def run(
     if isinstance(result, DryRun):
         print_dry_run(parsed, result)
         return EXIT_OK
-    print_run(parsed, result)
-    return EXIT_OK
+    code = EXIT_OK
+    cal = parsed.spec.calibration
+    if split is not None and split not in ("all", cal.split) and cal.split != "all":
+        gate_line = f"gate not judged: this run covers split {split}, the gate is judged on {cal.split}"
+    else:
+        from .analysis import gate_only
+        from .errors import EXIT_GATE
+        from .runs import load
+
+        with open_store(db) as store:
+            loaded = load(store, project(), result.run_id)
+        g = gate_only(loaded.source, loaded.case_ids, loaded.judgments)
+        gate_line = f"gate {'passed' if g.passed else 'FAILED'}: {g.reason}"
+        if junit is not None:
+            write_junit(junit, parsed.name, {"metric": g.metric, "level": g.level, "split": g.split,
+                                             "threshold": g.threshold, "passed": g.passed, "reason": g.reason})
+        code = EXIT_OK if g.passed else EXIT_GATE
+    print_run(parsed, result, gate_line)
+    return code
 
 
 def print_dry_run(parsed, d) -> None:
@@ -344,7 +362,7 @@ def print_dry_run(parsed, d) -> None:
     echo(f"  static prefix  {100 * d.static_prefix_share:.1f}% of the prompt tokens (cacheable by providers)")
 
 
-def print_run(parsed, r) -> None:
+def print_run(parsed, r, gate_line: str) -> None:
     s = parsed.spec
     echo(f"{s.name} v{s.version}: {r.cases} cases, {r.valid} valid, {r.invalid} invalid "
          f"(validity {100 * r.valid / max(1, r.valid + r.invalid):.1f}%), method {', '.join(r.methods)}")
@@ -353,6 +371,7 @@ def print_run(parsed, r) -> None:
     echo(f"requests: {r.requests} ({r.sent} sent, {r.cached} already answered, {r.failed} failed, "
          f"{r.retries} retries)")
     echo(f"tokens: {r.prompt_tokens:,} in, {r.completion_tokens:,} out; cost {fmt_cost(r.cost)}")
+    echo(gate_line)
     echo(r.run_id)
 
 
@@ -418,6 +437,197 @@ def export(
     tmp.replace(cassette)
     echo(f"wrote {len(rows)} recorded responses of {info.run_id} to {cassette}")
     return EXIT_OK
+
+
+# -- analysis ------------------------------------------------------------------------------
+def open_store(db: Optional[Path]):
+    from .errors import RefError
+    from .store import Store
+
+    path = db_path(db)
+    if not path.exists():
+        raise RefError(problems=[Problem(f"no results database at {path}",
+                                         hint="run or import judgments first: geval-spec run REF")])
+    return Store(path)
+
+
+def fmt_num(value: float | None, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+@app.command()
+@handled
+def sweep(
+    what: str = typer.Argument(..., metavar="RUN|REF", help="A run id or a spec REF."),
+    fmt: str = typer.Option("md", "--format", help="md or json."),
+    db: Optional[Path] = typer.Option(None, "--db", help="Results database (default .geval/results.duckdb)."),
+) -> int:
+    """TCVA temperature sweep from stored verdicts: choose on dev, report on test. Sends nothing."""
+    from .analysis import sweep as run_sweep
+    from .errors import InputError
+    from .report import sweep_block, sweep_markdown
+    from .runs import load
+
+    if fmt not in ("md", "json"):
+        raise InputError(problems=[Problem(f"--format must be md or json, not {fmt!r}")])
+    with open_store(db) as store:
+        loaded = load(store, project(), what)
+    spec = loaded.source.spec
+    if spec.scoring.method != "verdicts":
+        raise InputError(problems=[Problem(f"sweep re-aggregates TCVA verdicts; {spec.name} uses method "
+                                           f"{spec.scoring.method}")])
+    if spec.split is None:
+        raise InputError(problems=[Problem(f"sweep chooses the temperature on the dev split; {spec.name} "
+                                           "defines no splits", hint="add split: {by: group, fractions: "
+                                                                     "{dev: 0.5, test: 0.5}}")])
+    block = sweep_block(run_sweep(loaded.source, loaded.case_ids, loaded.judgments))
+    if fmt == "json":
+        sys.stdout.write(json.dumps({"spec": spec.name, "run": loaded.run.run_id, **block}, indent=2) + "\n")
+        return EXIT_OK
+    echo(f"# TCVA temperature sweep: {spec.name}, run {loaded.run.run_id}")
+    echo("")
+    for line in sweep_markdown(block):
+        echo(line)
+    return EXIT_OK
+
+
+@app.command()
+@handled
+def audit(
+    ref: str = typer.Argument(..., help="A spec REF."),
+    fmt: str = typer.Option("md", "--format", help="md or json."),
+) -> int:
+    """Splits (leakage), human agreement and sample size of a spec's data; needs no judge."""
+    from .diagnostics import audit as run_audit
+    from .errors import InputError
+    from .load import load_spec
+
+    if fmt not in ("md", "json"):
+        raise InputError(problems=[Problem(f"--format must be md or json, not {fmt!r}")])
+    parsed = load_spec(project().resolve(ref))
+    result = run_audit(parsed.spec, parsed.load_data())
+    if fmt == "json":
+        sys.stdout.write(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+        return EXIT_OK
+    s, a, z = result["splits"], result["agreement"], result["sample_size"]
+    echo(f"# audit: {parsed.name} ({result['cases']['n']} cases, {result['cases']['labelled']} with a human score)")
+    echo("")
+    echo("## Splits")
+    echo("")
+    if s["by"] is None:
+        echo("no splits defined: the gate is judged on all cases, the same ones any tuning looked at")
+    else:
+        echo(f"split by {s['by']}; " + ", ".join(f"{k} {v}" for k, v in s["counts"].items()))
+        echo(f"duplicate ids: {', '.join(s['duplicate_ids']) or 'none'}")
+        if s["overlapping_groups"]:
+            echo(f"source groups in more than one split ({len(s['overlapping_groups'])}):")
+            for group, names in list(s["overlapping_groups"].items())[:20]:
+                echo(f"  {group}: {', '.join(names)}")
+        else:
+            echo("source groups in more than one split: none")
+        declared = set(getattr(parsed.spec.split, "fractions", None) or ("examples", "dev", "test"))
+        empty = [f"{m}{'' if m in declared else ' (not in split.fractions)'}" for m in s["missing_splits"]]
+        echo(f"splits without cases: {', '.join(empty) or 'none'}")
+    echo("")
+    echo("## Human agreement")
+    echo("")
+    if a is None:
+        echo("one human score column: agreement between raters cannot be measured "
+             "(list the rater columns in data.human to measure it)")
+    else:
+        echo(f"Krippendorff's alpha over {len(a['raters'])} raters, {a['n']} cases: interval "
+             f"{fmt_num(a['alpha_interval'])}, ordinal {fmt_num(a['alpha_ordinal'])}")
+        if a["warning"]:
+            echo(f"warning: {a['warning']}")
+    echo("")
+    echo("## Sample size")
+    echo("")
+    if z["required"] is None:
+        echo(z["method"])
+    else:
+        echo(f"to tell {z['alternative']} from 0.5: {z['required']} cases; the {z['split']} split has "
+             f"{z['available']} labelled cases: {'enough' if z['enough'] else 'NOT enough'}")
+        echo(f"method: {z['method']}")
+        echo(f"formula: {z['formula']}")
+    return EXIT_OK
+
+
+def write_junit(path: Path, spec_name: str, gate: dict) -> None:
+    """One test case per gate: failed when the gate failed."""
+    from xml.sax.saxutils import escape, quoteattr
+
+    name = f"{gate['metric']} {gate['level']} {gate['split']} >= {gate['threshold']}"
+    body = (f'<testcase classname={quoteattr("geval-spec." + spec_name)} name={quoteattr(name)}>'
+            + ("" if gate["passed"] else f'<failure message={quoteattr(gate["reason"])}>{escape(gate["reason"])}'
+                                         "</failure>") + "</testcase>")
+    xml = ('<?xml version="1.0" encoding="utf-8"?>\n'
+           f'<testsuites><testsuite name={quoteattr("geval-spec")} tests="1" failures="{0 if gate["passed"] else 1}" '
+           f'errors="0">{body}</testsuite></testsuites>\n')
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(xml, encoding="utf-8")
+
+
+def write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+
+
+@app.command()
+@handled
+def report(
+    what: str = typer.Argument(..., metavar="RUN|REF", help="A run id, or a spec REF (its newest matching run)."),
+    temperature: Optional[float] = typer.Option(None, "--temperature", min=0.1, max=1.0,
+                                                help="TCVA: re-aggregate stored verdicts at this temperature."),
+    fmt: str = typer.Option("md", "--format", help="md, json, html, or all (the three files)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Write here (default reports/<spec>/report.<ext>); "
+                                                           "- prints to stdout."),
+    junit: Optional[Path] = typer.Option(None, "--junit", help="Also write the gate as JUnit XML."),
+    exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when the gate fails."),
+    db: Optional[Path] = typer.Option(None, "--db", help="Results database (default .geval/results.duckdb)."),
+) -> int:
+    """Calibration report from stored judgments (sends nothing); exit 1 when the gate fails."""
+    from .errors import EXIT_GATE, InputError
+    from .report import build, to_html, to_json, to_markdown
+    from .runs import load
+
+    if fmt not in ("md", "json", "html", "all"):
+        raise InputError(problems=[Problem(f"--format must be md, json, html or all, not {fmt!r}")])
+    if fmt == "all" and out is not None:
+        raise InputError(problems=[Problem("--format all writes three files; give --out a directory's "
+                                           "file only with one format")])
+    proj = project()
+    with open_store(db) as store:
+        loaded = load(store, proj, what)
+    if temperature is not None and loaded.source.spec.scoring.method != "verdicts":
+        raise InputError(problems=[Problem("--temperature re-aggregates TCVA verdicts; "
+                                           f"{loaded.source.spec.name} uses method {loaded.source.spec.scoring.method}")])
+    data, frame = build(loaded, temperature=temperature)
+    renderers = {"md": to_markdown, "json": to_json, "html": lambda d: to_html(d, frame)}
+    g = data["gate"]
+    if out is not None and str(out) == "-":
+        sys.stdout.write(renderers[fmt](data))
+    else:
+        echo(f"gate {'passed' if g['passed'] else 'FAILED'}: {g['reason']}")
+        for ext in (("md", "json", "html") if fmt == "all" else (fmt,)):
+            path = out or (proj.root / "reports" / loaded.source.spec.name / f"report.{ext}")
+            write_atomic(path, renderers[ext](data))
+            echo(f"wrote {_shown(path)}")
+    if junit is not None:
+        write_junit(junit, loaded.source.spec.name, g)
+    return EXIT_OK if g["passed"] or exit_zero else EXIT_GATE
+
+
+def _shown(path: Path) -> str:
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def _r(value: float | None, digits: int = 4) -> float | None:
+    return None if value is None else round(value, digits)
 
 
 def main() -> None:

@@ -111,7 +111,7 @@ def _as_number(value: Any) -> float | None | object:
     return _MISSING
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
     h = hashlib.sha256()
     with path.open("rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
@@ -227,4 +227,4 @@ def load_dataset(spec: Spec, path: Path, display: str, key_problem) -> Dataset:
         problems.append(key_problem(("data", "id"), f"{display}: duplicate case ids: {listed}{more}"))
     if problems:
         raise DataError(problems=problems)
-    return Dataset(path=path, display=display, cases=tuple(cases), sha256=_sha256(path), columns=tuple(columns))
+    return Dataset(path=path, display=display, cases=tuple(cases), sha256=file_sha256(path), columns=tuple(columns))

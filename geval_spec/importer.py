@@ -30,7 +30,7 @@ from .errors import DataError, Problem
 from .load import ParsedSpec
 from .run import _git_commit, resolved_spec_json
 from .scoring import Judgment, as_int_score, judge_verdicts, verdicts_from_items
-from .store import RunInfo, Store, new_run_id
+from .store import RunInfo, Store
 
 FORMS = ("score", "samples", "distribution", "verdicts", "error")
 OPTIONAL = ("judge", "raw", "reason")
@@ -201,7 +201,11 @@ def import_judgments(parsed: ParsedSpec, path: Path, db: Path, judge: str | None
                 valid = sum(1 for j in ordered if j.valid)
                 return ImportResult(run.run_id, True, len(dataset.cases), len(ordered), valid, len(ordered) - valid,
                                     missing, forms)
-        run_id = new_run_id()
+        # the same import gives the same run id everywhere, so its reports are identical on every machine
+        run_id = "run_" + hashlib.sha256(f"{parsed.judging_fp}|{parsed.analysis_fp}|{dataset.sha256}|{digest}|"
+                                         f"{label}".encode()).hexdigest()[:20]
+        if store.get_run(run_id) is not None:
+            store.delete_run(run_id)  # an earlier, interrupted import of the same file
         info = RunInfo(run_id=run_id, kind="import", spec_name=parsed.name, spec_version=parsed.spec.version,
                        spec_ref=ref or parsed.name, spec_file=parsed.source.display, judging_fp=parsed.judging_fp,
                        analysis_fp=parsed.analysis_fp, spec_json=resolved_spec_json(parsed), judges=[label],

@@ -198,6 +198,9 @@ class Calibration(Base):
     level: Literal["dataset", "group", "system"] = Field(default="dataset", description="Level of the gate metric.")
     split: Literal["all", "dev", "test"] = Field(default="test", description="Split the gate is judged on.")
     threshold: float = Field(default=0.8, ge=-1, le=1, description="The gate passes when the metric >= threshold.")
+    min_validity: float = Field(default=0.9, ge=0, le=1,
+                                description="The gate also fails when fewer than this share of cases got a valid "
+                                "judgment (invalid output stays in the denominator).")
     margin: float = Field(default=0.0, ge=0, le=2,
                           description="compare: a regression counts when the whole interval lies below -margin.")
     pass_mark: float | None = Field(

@@ -342,6 +342,15 @@ class Store:
         c.execute("COMMIT")
         c.close()
 
+    def delete_run(self, run_id: str) -> None:
+        """Drop a run's own rows (responses are shared by hash and kept)."""
+        c = self.con.cursor()
+        c.execute("BEGIN")
+        for table in ("runs", "run_cases", "run_requests", "judgments", "verdicts", "findings"):
+            c.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id])
+        c.execute("COMMIT")
+        c.close()
+
     def finish_run(self, run_id: str, status: str, error: str | None = None) -> None:
         self.con.execute("UPDATE runs SET status = ?, ended_at = ?, error = ? WHERE run_id = ?",
                          [status, now(), error, run_id])

@@ -55,7 +55,13 @@ def power_mean(weights: Sequence[float], p: float) -> float:
         w = [max(x, ZERO_CLAMP) for x in w]
     if abs(p) < GEOMETRIC_BELOW:
         return math.exp(sum(math.log(x) for x in w) / len(w))
-    return (sum(x ** p for x in w) / len(w)) ** (1.0 / p)
+    # (mean of w**p) ** (1/p) = exp((m + log1p(mean(expm1(a - m)))) / p) with a = p ln w and m = max(a):
+    # no overflow, and no cancellation for tiny |p| or for terms far below the largest
+    a = [p * math.log(x) if x > 0 else -math.inf for x in w]
+    m = max(a)
+    if m == -math.inf:
+        return 0.0
+    return math.exp((m + math.log1p(sum(math.expm1(x - m) for x in a) / len(a))) / p)
 
 
 def level_weights(verdicts: Iterable[str], weights: Mapping[str, float] | None = None) -> list[float]:
@@ -103,19 +109,29 @@ def tcva_matrix(case_index, weights, n_cases: int, temperatures: Sequence[float]
     zeros = np.bincount(idx, weights=(w == 0.0).astype(float), minlength=n_cases)
     f_none = zeros / safe_counts
     clamped = np.maximum(w, ZERO_CLAMP)
-    log_clamped = None
     out = np.empty((len(temperatures), n_cases))
-    for k, temp in enumerate(temperatures):
-        p = temperature_to_p(temp)
-        if abs(p) < GEOMETRIC_BELOW:
-            if log_clamped is None:
-                log_clamped = np.log(clamped)
-            row = np.exp(np.bincount(idx, weights=log_clamped, minlength=n_cases) / safe_counts)
-        else:
-            base = clamped if p < 0 else w
-            row = (np.bincount(idx, weights=base ** p, minlength=n_cases) / safe_counts) ** (1.0 / p)
-        if none_penalty:
-            t = min(max(float(temp), 0.1), 1.0)
-            row = row * (1.0 - f_none) ** (1.5 - t)
-        out[k] = np.where(has, row, np.nan)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # rows without verdicts are masked below
+        for k, temp in enumerate(temperatures):
+            out[k] = _row(idx, w, clamped, safe_counts, f_none, has, n_cases, temp, none_penalty)
     return out
+
+
+def _row(idx, w, clamped, safe_counts, f_none, has, n_cases: int, temp: float, none_penalty: bool):
+    import numpy as np
+
+    p = temperature_to_p(temp)
+    if abs(p) < GEOMETRIC_BELOW:
+        row = np.exp(np.bincount(idx, weights=np.log(clamped), minlength=n_cases) / safe_counts)
+    else:  # the same stable form as power_mean
+        base = clamped if p < 0 else w
+        a = p * np.log(base)  # log(0) = -inf: a zero weight adds expm1(-inf) = -1, i.e. 0 ** p
+        m = np.full(n_cases, -np.inf)
+        np.maximum.at(m, idx, a)
+        safe_m = np.where(np.isfinite(m), m, 0.0)
+        mean = np.bincount(idx, weights=np.expm1(a - safe_m[idx]), minlength=n_cases) / safe_counts
+        row = np.where(np.isfinite(m), np.exp((safe_m + np.log1p(mean)) / p), 0.0)
+    if none_penalty:
+        t = min(max(float(temp), 0.1), 1.0)
+        row = row * (1.0 - f_none) ** (1.5 - t)
+    return np.where(has, row, np.nan)
+

@@ -39,7 +39,7 @@ data:
   fields: {{source: src, candidate: cand}}
   human: human
 split: {{by: group, fractions: {{dev: 0.5, test: 0.5}}, seed: 1}}
-calibration: {{split: all, level: dataset}}
+calibration: {{split: all, level: dataset, threshold: -1, min_validity: 0}}
 """
 
 

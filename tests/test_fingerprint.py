@@ -61,7 +61,7 @@ def test_judge_model_and_rubric_change_judging():
     assert fps("topical-chat-coherence", edited("topical-chat-coherence", "stays on topic.\"}",
                                                 "stays on the topic.\"}"))[0] != base[0]
     # threshold and split: analysis only
-    after = fps("topical-chat-coherence", edited("topical-chat-coherence", "threshold: 0.5", "threshold: 0.6"))
+    after = fps("topical-chat-coherence", edited("topical-chat-coherence", "threshold: 0.6", "threshold: 0.7"))
     assert after[0] == base[0] and after[1] != base[1]
 
 

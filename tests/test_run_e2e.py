@@ -94,8 +94,9 @@ def test_request_failures_within_budget_are_invalid_not_fatal(tmp_path):
     with FakeOpenAI(ServerConfig(fail_always=500)) as srv:
         root = make_project(tmp_path, srv.base_url, n=3, client="openai-http", max_retries=1)
         res = run_cli("run", "demo", "--backoff", "0.01", cwd=root)
-        assert res.code == 0, res.err
+        assert res.code == 1, res.err  # not fatal, but with no valid judgment the gate cannot pass
         assert "3 invalid" in res.out and "request failed: HTTP 500" in res.out
+        assert "gate FAILED: the correlation is undefined" in res.out
 
 
 def test_unreachable_judge_exits_3(tmp_path):

@@ -1,0 +1,92 @@
+"""Which stored run a command means, and what its analysis reads.
+
+``RUN`` (a run id) means that run, analysed with the settings stored with it.
+``REF`` (a spec reference) means the newest completed run of that spec with
+the same judging fingerprint on the same data, analysed with the spec's
+*current* analysis settings: a change of aggregation, splits, bootstrap or
+calibration is recomputed from stored judgments without any judge call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from .analysis import Source
+from .errors import Problem, RefError
+from .model import Spec
+from .registry import RUN_ID, Project
+from .scoring import Judgment
+from .store import RunInfo, Store
+
+
+@dataclass(frozen=True)
+class Loaded:
+    source: Source
+    run: RunInfo
+    case_ids: tuple[str, ...]
+    judgments: tuple[Judgment, ...]
+    label: str  # how the user named it
+    spec_file: str
+
+
+def source_of_run(run: RunInfo) -> Source:
+    spec = Spec.model_validate(run.spec_json["spec"])
+    path = Path(run.data_path)
+    return Source(spec=spec, run_id=run.run_id, judging_fp=run.judging_fp, analysis_fp=run.analysis_fp,
+                  data_path=path, data_display=_display(path), run_data_sha256=run.data_sha256,
+                  run_judges=tuple(j if isinstance(j, str) else (j.get("name") or j.get("model")) for j in run.judges))
+
+
+def _display(path: Path) -> str:
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def load(store: Store, project: Project, what: str, kinds: tuple[str, ...] = ("run", "import")) -> Loaded:
+    if RUN_ID.match(what):
+        run = store.get_run(what)
+        if run is None:
+            raise RefError(problems=[Problem(f"no run {what!r} in {store.path}")])
+        if run.status != "completed":
+            raise RefError(problems=[Problem(f"run {what} is {run.status}; its judgments are incomplete",
+                                             hint=f"rerun the spec: geval-spec run {run.spec_ref}")])
+        source = source_of_run(run)
+        return Loaded(source=source, run=run, case_ids=tuple(store.run_case_ids(run.run_id)),
+                      judgments=tuple(store.judgments(run.run_id)), label=what, spec_file=run.spec_file)
+    from .load import load_spec
+
+    parsed = load_spec(project.resolve(what))
+    run = newest_run(store, parsed)
+    source = Source(spec=parsed.spec, run_id=run.run_id, judging_fp=parsed.judging_fp,
+                    analysis_fp=parsed.analysis_fp, data_path=parsed.data_path, data_display=parsed.data_display,
+                    run_data_sha256=run.data_sha256, run_judges=tuple(_labels(run)), key_problem=parsed.key_problem)
+    return Loaded(source=source, run=run, case_ids=tuple(store.run_case_ids(run.run_id)),
+                  judgments=tuple(store.judgments(run.run_id)), label=what, spec_file=parsed.source.display)
+
+
+def _labels(run: RunInfo) -> list[str]:
+    return [j if isinstance(j, str) else (j.get("name") or j.get("model")) for j in run.judges]
+
+
+def newest_run(store: Store, parsed) -> RunInfo:
+    """Newest completed run of this judging fingerprint on the current data."""
+    from .data import file_sha256
+
+    dataset_sha = file_sha256(parsed.data_path)
+    runs = [r for r in store.find_runs(spec_name=parsed.name, judging_fp=parsed.judging_fp, status="completed")]
+    same_data = [r for r in runs if r.data_sha256 == dataset_sha]
+    if same_data:
+        return same_data[0]
+    hint = f"make one: geval-spec run {parsed.source.display if parsed.source.rev else parsed.name}"
+    if runs:
+        raise RefError(problems=[Problem(
+            f"the stored runs of {parsed.name} with this judging fingerprint used other data than "
+            f"{parsed.data_display} has now", hint=hint)])
+    others = store.find_runs(spec_name=parsed.name, status="completed")
+    what = (f"{len(others)} run(s) of {parsed.name} exist, but none with judging fingerprint "
+            f"{parsed.judging_fp[:10]} (the spec's judging changed since)" if others else
+            f"no stored run of {parsed.name}")
+    raise RefError(problems=[Problem(what, hint=hint)])

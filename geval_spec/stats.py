@@ -1,0 +1,261 @@
+"""Correlation between judge and human scores, at three levels, with bootstrap intervals.
+
+Levels:
+
+- ``dataset``: one correlation over all cases;
+- ``group`` (G-Eval's summary level): a correlation within each source group,
+  then their mean; groups where either side is constant (or with fewer than
+  two cases) are skipped and counted;
+- ``system``: the mean judge and human score per system, correlated across
+  systems.
+
+Confidence intervals come from a percentile bootstrap that resamples the
+spec's unit (whole groups by default, or cases) with
+``np.random.default_rng(seed)`` and ``rng.integers(0, U, size=(draws, U))``
+drawn in chunks. A resample is a weight per case (how often its unit was
+drawn), so every statistic is computed from weights without copying the data:
+weighted average ranks for Spearman, weighted moments for Pearson. Kendall's
+tau is computed on the materialised resample. Group level always resamples
+groups (resampling cases would change the correlations inside a group).
+Resamples where the statistic is undefined (a constant side) are dropped and
+counted.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+METRICS = ("spearman", "pearson", "kendall")
+LEVELS = ("dataset", "group", "system")
+CHUNK_VALUES = 4_000_000  # floats per chunk of the weight matrix
+
+
+@dataclass(frozen=True)
+class Estimate:
+    value: float | None
+    ci_low: float | None
+    ci_high: float | None
+    n: int  # cases (dataset), groups used (group) or systems (system)
+    skipped: int = 0  # groups skipped as constant
+    draws_used: int = 0
+
+
+def _finite(v: float) -> float | None:
+    return None if v is None or not math.isfinite(v) else float(v)
+
+
+def correlation(x, y, metric: str) -> float:
+    from scipy import stats
+
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    if x.size < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return math.nan
+    if metric == "spearman":
+        return float(stats.spearmanr(x, y).statistic)
+    if metric == "pearson":
+        return float(stats.pearsonr(x, y).statistic)
+    if metric == "kendall":
+        return float(stats.kendalltau(x, y).statistic)
+    raise ValueError(metric)
+
+
+def _codes(labels: Sequence) -> tuple[np.ndarray, int]:
+    _, inverse = np.unique(np.asarray([str(v) for v in labels]), return_inverse=True)
+    return inverse.astype(np.int64), int(inverse.max()) + 1 if len(inverse) else 0
+
+
+def group_values(x, y, groups, metric: str) -> tuple[np.ndarray, np.ndarray, int]:
+    """Per-group correlations (NaN where skipped), each group's code, and the skipped count."""
+    codes, g = _codes(groups)
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(g + 1))
+    values = np.full(g, np.nan)
+    for k in range(g):
+        idx = order[bounds[k]:bounds[k + 1]]
+        if idx.size >= 2 and np.ptp(x[idx]) > 0 and np.ptp(y[idx]) > 0:
+            if idx.size == 2:  # every metric is +-1 for two distinct pairs
+                values[k] = float(np.sign((x[idx[1]] - x[idx[0]]) * (y[idx[1]] - y[idx[0]])))
+            else:
+                values[k] = correlation(x[idx], y[idx], metric)
+    skipped = int(np.isnan(values).sum())
+    return values, codes, skipped
+
+
+def system_means(x, y, systems) -> tuple[np.ndarray, np.ndarray]:
+    codes, s = _codes(systems)
+    counts = np.bincount(codes, minlength=s)
+    return (np.bincount(codes, weights=np.asarray(x, float), minlength=s) / counts,
+            np.bincount(codes, weights=np.asarray(y, float), minlength=s) / counts)
+
+
+def point(x, y, metric: str, level: str, groups=None, systems=None) -> tuple[float, int, int]:
+    """(value, n, skipped) at one level."""
+    if level == "dataset":
+        return correlation(x, y, metric), len(x), 0
+    if level == "group":
+        values, _, skipped = group_values(x, y, groups, metric)
+        used = values[~np.isnan(values)]
+        return (float(used.mean()) if used.size else math.nan), int(used.size), skipped
+    if level == "system":
+        mx, my = system_means(x, y, systems)
+        return correlation(mx, my, metric), int(mx.size), 0
+    raise ValueError(level)
+
+
+# -- bootstrap -------------------------------------------------------------------------------
+def _weighted_ranks(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Average ranks of every case in the multiset where case i appears weights[i] times."""
+    uniq, inv = np.unique(values, return_inverse=True)
+    counts = np.bincount(inv, weights=weights, minlength=uniq.size)
+    before = np.cumsum(counts) - counts
+    return (before + (counts + 1.0) / 2.0)[inv]
+
+
+def _weighted_pearson(a: np.ndarray, b: np.ndarray, w: np.ndarray) -> float:
+    total = w.sum()
+    if total <= 0:
+        return math.nan
+    ma = (w * a).sum() / total
+    mb = (w * b).sum() / total
+    da, db = a - ma, b - mb
+    va, vb = (w * da * da).sum(), (w * db * db).sum()
+    if va <= 0 or vb <= 0:
+        return math.nan
+    return float((w * da * db).sum() / math.sqrt(va * vb))
+
+
+def _rowwise_pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    da = a - a.mean(axis=1, keepdims=True)
+    db = b - b.mean(axis=1, keepdims=True)
+    den = np.sqrt((da * da).sum(axis=1) * (db * db).sum(axis=1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, (da * db).sum(axis=1) / den, np.nan)
+
+
+def _rowwise_ranks(a: np.ndarray) -> np.ndarray:
+    from scipy.stats import rankdata
+
+    return rankdata(a, axis=1)
+
+
+def _unit_weights(rng, unit_codes: np.ndarray, n_units: int, rows: int) -> np.ndarray:
+    """rows x n_cases weights: how often each case's unit was drawn."""
+    idx = rng.integers(0, n_units, size=(rows, n_units))
+    offsets = (np.arange(rows) * n_units)[:, None]
+    counts = np.bincount((idx + offsets).ravel(), minlength=rows * n_units).reshape(rows, n_units)
+    return counts[:, unit_codes].astype(float)
+
+
+def bootstrap(x, y, metric: str, level: str, *, units, draws: int, seed: int, conf: float = 0.95,
+              groups=None, systems=None) -> Estimate:
+    """Point estimate and percentile interval at one level."""
+    from .hygiene import quantile_bounds
+
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    value, n, skipped = point(x, y, metric, level, groups, systems)
+    if not math.isfinite(value):
+        return Estimate(None, None, None, n, skipped)
+    rng = np.random.default_rng(seed)
+    samples: list[float] = []
+    if level == "group":
+        gvals, _, _ = group_values(x, y, groups, metric)
+        g = gvals.size
+        valid = ~np.isnan(gvals)
+        filled = np.where(valid, gvals, 0.0)
+        rows = max(1, CHUNK_VALUES // max(g, 1))
+        for start in range(0, draws, rows):
+            count = min(rows, draws - start)
+            idx = rng.integers(0, g, size=(count, g))
+            used = valid[idx].sum(axis=1)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                samples.extend((filled[idx].sum(axis=1) / used).tolist())
+    else:
+        unit_codes, n_units = _codes(units)
+        rows = max(1, CHUNK_VALUES // max(x.size, 1))
+        if level == "system":
+            sys_codes, s = _codes(systems)
+            onehot = np.zeros((x.size, s))
+            onehot[np.arange(x.size), sys_codes] = 1.0
+        for start in range(0, draws, rows):
+            count = min(rows, draws - start)
+            w = _unit_weights(rng, unit_codes, n_units, count)
+            if level == "dataset":
+                if metric == "kendall":
+                    from scipy.stats import kendalltau
+
+                    for row in w:
+                        rep = np.repeat(np.arange(x.size), row.astype(np.int64))
+                        xs, ys = x[rep], y[rep]
+                        samples.append(float(kendalltau(xs, ys).statistic) if np.ptp(xs) > 0 and np.ptp(ys) > 0
+                                       else math.nan)
+                elif metric == "spearman":
+                    for row in w:
+                        samples.append(_weighted_pearson(_weighted_ranks(x, row), _weighted_ranks(y, row), row))
+                else:
+                    for row in w:
+                        samples.append(_weighted_pearson(x, y, row))
+            else:  # system level: weighted means per system, correlated across systems
+                cnt = w @ onehot
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    mx = (w * x) @ onehot / cnt
+                    my = (w * y) @ onehot / cnt
+                keep = ~np.isnan(mx).any(axis=1)
+                out = np.full(count, np.nan)
+                if metric == "pearson":
+                    out[keep] = _rowwise_pearson(mx[keep], my[keep])
+                elif metric == "spearman":
+                    out[keep] = _rowwise_pearson(_rowwise_ranks(mx[keep]), _rowwise_ranks(my[keep]))
+                else:
+                    from scipy.stats import kendalltau
+
+                    for i in np.nonzero(keep)[0]:
+                        out[i] = kendalltau(mx[i], my[i]).statistic
+                samples.extend(out.tolist())
+    arr = np.asarray(samples, dtype=float)
+    arr = arr[np.isfinite(arr)]
+    if arr.size == 0:
+        return Estimate(float(value), None, None, n, skipped, 0)
+    lo, hi = np.quantile(arr, list(quantile_bounds(conf)))
+    return Estimate(float(value), float(lo), float(hi), n, skipped, int(arr.size))
+
+
+# -- sample size --------------------------------------------------------------------------
+def fisher_z(r: float) -> float:
+    return math.atanh(r)
+
+
+def required_n(rho_alt: float, rho_null: float, metric: str = "spearman", alpha: float = 0.05,
+               power: float = 0.8) -> tuple[int, str]:
+    """Cases needed to tell rho_alt from rho_null (two-sided test at ``alpha``, given ``power``).
+
+    Fisher's z of a correlation is about normal with variance 1 / (n - 3)
+    (Pearson). For Spearman we use Bonett & Wright's (2000) variance
+    (1 + rho^2 / 2) / (n - 3), rho being the alternative; for Kendall's tau,
+    0.437 / (n - 4) (Fieller, Hartley & Pearson 1957). Solving
+    |atanh(rho_alt) - atanh(rho_null)| = (z_{1-alpha/2} + z_{power}) * sqrt(var)
+    for n gives the formula returned with the result.
+    """
+    from scipy.stats import norm
+
+    za = norm.ppf(1 - alpha / 2)
+    zb = norm.ppf(power)
+    delta = abs(fisher_z(rho_alt) - fisher_z(rho_null))
+    if delta == 0:
+        raise ValueError("the two correlations are equal")
+    if metric == "kendall":
+        n = 4 + 0.437 * ((za + zb) / delta) ** 2
+        formula = "n = 4 + 0.437 * ((z_(1-a/2) + z_power) / |atanh(r1) - atanh(r0)|)^2"
+    else:
+        c = 1.0 + (rho_alt ** 2) / 2.0 if metric == "spearman" else 1.0
+        n = 3 + c * ((za + zb) / delta) ** 2
+        formula = ("n = 3 + (1 + r1^2/2) * ((z_(1-a/2) + z_power) / |atanh(r1) - atanh(r0)|)^2"
+                   if metric == "spearman" else "n = 3 + ((z_(1-a/2) + z_power) / |atanh(r1) - atanh(r0)|)^2")
+    return int(math.ceil(n)), formula

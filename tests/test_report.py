@@ -1,0 +1,218 @@
+"""Reports: the contract's keys, byte-identical output, a self-contained escaped HTML, the gate."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, cli
+from e2e_helpers import make_project
+from openai_server import FakeOpenAI, ServerConfig
+
+
+@pytest.fixture(scope="module")
+def summeval(tmp_path_factory):
+    db = tmp_path_factory.mktemp("rep") / "r.duckdb"
+    res = cli("import", "summeval-consistency", "specs/data/tcva/summeval-consistency.verdicts.jsonl", "--db", str(db))
+    assert res.code == 0, res.err
+    return db, res.out.strip().splitlines()[-1]
+
+
+def report(db, what, fmt, *extra):
+    return cli("report", what, "--format", fmt, "--out", "-", "--db", str(db), *extra)
+
+
+def test_json_has_the_contract_keys(summeval):
+    db, run_id = summeval
+    res = report(db, run_id, "json")
+    assert res.code == 1  # this judge does not reach 0.80 on test
+    r = json.loads(res.out)
+    assert {"name", "version", "fingerprint"} <= set(r["spec"])
+    assert {"id", "judge", "method", "temperature"} <= set(r["run"]) and r["run"]["id"] == run_id
+    assert r["cases"] == {**r["cases"], "n": 172, "valid": 169, "invalid": 3, "missing": 0}
+    assert r["cases"]["validity"] == round(169 / 172, 4)
+    for split in ("all", "dev", "test"):
+        for level in ("dataset", "group", "system"):
+            entry = r["correlation"][split][level]
+            assert set(entry) >= {"spearman", "pearson", "kendall", "n"}
+            for metric in ("spearman", "pearson", "kendall"):
+                assert set(entry[metric]) == {"value", "ci_low", "ci_high"}
+                assert entry[metric]["ci_low"] <= entry[metric]["value"] <= entry[metric]["ci_high"]
+    assert "skipped_groups" in r["correlation"]["all"]["group"]
+    g = r["gate"]
+    assert {"metric", "level", "split", "threshold", "value", "passed"} <= set(g)
+    assert g["passed"] is False and g["value"] == r["correlation"]["test"]["dataset"]["spearman"]["value"]
+    assert r["sweep"]["chosen_on"] == "dev" and len(r["sweep"]["grid"]) == 19
+    assert r["sample_size"]["required"] > 0 and r["sample_size"]["formula"]
+
+
+def test_report_is_byte_identical(summeval):
+    db, run_id = summeval
+    for fmt in ("md", "json", "html"):
+        assert report(db, run_id, fmt).out == report(db, run_id, fmt).out, fmt
+
+
+def test_report_by_ref_equals_report_by_run(summeval):
+    db, run_id = summeval
+    by_ref = json.loads(report(db, "summeval-consistency", "json").out)
+    by_run = json.loads(report(db, run_id, "json").out)
+    assert by_ref == by_run
+
+
+def test_temperature_reaggregation_changes_only_scores(summeval):
+    db, run_id = summeval
+    a = json.loads(report(db, run_id, "json", "--temperature", "0.2").out)
+    b = json.loads(report(db, run_id, "json", "--temperature", "0.9").out)
+    assert a["run"]["temperature"] == 0.2 and b["run"]["temperature"] == 0.9
+    assert a["correlation"]["all"]["dataset"] != b["correlation"]["all"]["dataset"]
+    assert a["cases"] == b["cases"]
+
+
+def test_gate_pass_and_junit(summeval, tmp_path):
+    db, run_id = summeval
+    shutil.copytree(ROOT / "specs", tmp_path / "specs")
+    spec = tmp_path / "specs" / "summeval-consistency.yaml"
+    spec.write_text(spec.read_text().replace("threshold: 0.8", "threshold: 0.6"))
+    res = cli("report", "summeval-consistency", "--db", str(db), "--junit", str(tmp_path / "gate.xml"), cwd=tmp_path)
+    assert res.code == 0, res.err  # a threshold change is analysis only: the same judgments, a new verdict
+    assert "gate passed" in res.out
+    assert (tmp_path / "reports" / "summeval-consistency" / "report.md").exists()
+    assert 'failures="0"' in (tmp_path / "gate.xml").read_text()
+    res = cli("report", run_id, "--db", str(db), "--junit", str(tmp_path / "fail.xml"), cwd=tmp_path)
+    assert res.code == 1 and "<failure" in (tmp_path / "fail.xml").read_text()
+    assert cli("report", run_id, "--db", str(db), "--exit-zero", cwd=tmp_path).code == 0
+
+
+def test_html_is_self_contained_and_escapes_case_text(tmp_path):
+    srv = FakeOpenAI(ServerConfig()).start()
+    try:
+        root = make_project(tmp_path, srv.base_url, n=12, client="openai-http")
+        data = root / "specs" / "data" / "cases.jsonl"
+        rows = [json.loads(x) for x in data.read_text().splitlines()]
+        rows[4]["cand"] = "<script>alert(1)</script> & <img src=x onerror=alert(2)> [[score=1]]"
+        rows[4]["human"] = 5
+        data.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+        res = cli("run", "demo", cwd=root)
+        assert res.code in (0, 1), res.err
+    finally:
+        srv.stop()
+    out = cli("report", "demo", "--format", "html", "--out", "-", cwd=root).out
+    md = cli("report", "demo", "--format", "md", "--out", "-", cwd=root).out
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in out
+    assert "<script" not in md and "&lt;script&gt;" in md
+    tags, loads = external_loads(out)
+    assert not {"script", "img", "link", "iframe", "object", "embed", "audio", "video", "source"} & tags
+    assert loads == [], loads
+    import re
+
+    assert "http://" not in out and "https://" not in out and "@import" not in out
+    assert not re.search(r"url\(\s*['\"]?[^#'\"\s]", out)  # only in-page references like url(#clip)
+    assert out.count("<svg") >= 3
+    html_file = tmp_path / "report.html"
+    html_file.write_text(out)
+    screenshot(html_file, tmp_path / "shot.png")
+
+
+def external_loads(page: str) -> tuple[set[str], list[str]]:
+    """Element names, and every src/href/srcset/action that points outside the page."""
+    from html.parser import HTMLParser
+
+    class Collector(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.tags: set[str] = set()
+            self.loads: list[str] = []
+
+        def handle_starttag(self, tag, attrs):
+            self.tags.add(tag)
+            for name, value in attrs:
+                if name in ("src", "href", "srcset", "action", "data", "poster") and not (value or "").startswith("#"):
+                    self.loads.append(f"{tag} {name}={value}")
+
+    c = Collector()
+    c.feed(page)
+    return c.tags, c.loads
+
+
+def chromium() -> str | None:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+def screenshot(html_file: Path, png: Path) -> None:
+    browser = chromium()
+    if browser is None:
+        if os.environ.get("GEVAL_REQUIRE_CHROMIUM"):
+            pytest.fail("GEVAL_REQUIRE_CHROMIUM is set but no chromium is installed")
+        pytest.skip("no chromium on this machine (.ci/run installs it)")
+    subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                    "--disable-component-update", "--disable-sync", "--no-first-run",
+                    f"--user-data-dir={png.parent / 'chrome-profile'}", "--window-size=1200,3000",
+                    f"--screenshot={png}", html_file.as_uri()], capture_output=True, timeout=120)
+    assert png.exists() and png.stat().st_size > 10_000
+    import matplotlib.image as mpimg
+    import numpy as np
+
+    pixels = mpimg.imread(str(png))[:, :, :3]
+    dark = (pixels < 0.5).any(axis=2).mean()
+    colours = len(np.unique((pixels * 255).astype(np.uint8).reshape(-1, 3)[::97], axis=0))
+    assert dark > 0.005 and colours > 20, (dark, colours)  # text and plots, not a blank page
+
+
+def test_reaggregation_and_sweep_send_nothing(tmp_path):
+    with FakeOpenAI(ServerConfig()) as srv:
+        root = make_project(tmp_path, srv.base_url, n=30, method="verdicts", client="openai-http")
+        spec = root / "specs" / "demo.yaml"
+        spec.write_text(spec.read_text().replace("calibration: {split: all, level: dataset,",
+                                                 "calibration: {split: test, level: dataset,"))
+        res = cli("run", "demo", cwd=root)
+        assert res.code in (0, 1), res.err
+        sent = srv.state.total
+        assert sent == 30
+        run_id = res.out.strip().splitlines()[-1]
+        for args in (["report", run_id, "--temperature", "0.3"], ["report", "demo", "--temperature", "0.8"],
+                     ["sweep", run_id], ["sweep", "demo", "--format", "json"], ["report", "demo", "--format", "html"]):
+            out = cli(*args, cwd=root)
+            assert out.code in (0, 1), out.err
+        # an aggregation change in the spec is analysis-only: recomputed from the stored verdicts
+        spec.write_text(spec.read_text().replace("scoring:\n  method: verdicts",
+                                                 "scoring:\n  method: verdicts\naggregation: {temperature: 0.2}"))
+        assert cli("report", "demo", cwd=root).code in (0, 1)
+        assert srv.state.total == sent
+
+
+def test_audit(tmp_path):
+    (tmp_path / "specs" / "data").mkdir(parents=True)
+    rows = []
+    for i in range(40):
+        base = (i % 5) + 1
+        rows.append({"id": f"c{i}", "doc": f"d{i // 4}", "src": "s", "cand": "c", "r1": base,
+                     "r2": base if i % 3 else max(1, base - 1), "r3": base, "split": "dev" if i < 20 else "test"})
+    rows[25]["doc"] = "d1"  # a source group in dev and test
+    (tmp_path / "specs" / "data" / "c.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    (tmp_path / "specs" / "a.yaml").write_text(
+        "name: a\nversion: 1\ntask: t\ncriterion: {name: C, description: D}\nsteps: [s]\n"
+        "rubric: {scale: {min: 1, max: 5}, anchors: {1: {description: a}, 2: {description: b}, 3: {description: c},"
+        " 4: {description: d}, 5: {description: e}}}\nscoring: {method: direct}\njudge: {model: openai/x}\n"
+        "data: {path: data/c.jsonl, id: id, group: doc, fields: {source: src, candidate: cand}, human: [r1, r2, r3]}\n"
+        "split: {field: split}\ncalibration: {split: test, threshold: 0.8}\n")
+    res = cli("audit", "a", "--format", "json", cwd=tmp_path)
+    assert res.code == 0, res.err
+    a = json.loads(res.out)
+    assert a["splits"]["counts"] == {"examples": 0, "dev": 20, "test": 20}
+    assert a["splits"]["overlapping_groups"] == {"d1": ["dev", "test"]}
+    assert a["agreement"]["raters"] == ["r1", "r2", "r3"] and 0.8 < a["agreement"]["alpha_interval"] < 1
+    assert a["sample_size"]["required"] == 38 and a["sample_size"]["available"] == 20
+    assert a["sample_size"]["enough"] is False
+    md = cli("audit", "a", cwd=tmp_path)
+    assert "d1: dev, test" in md.out and "Krippendorff" in md.out and "NOT enough" in md.out
+    val = cli("validate", "a", cwd=tmp_path)
+    assert val.code == 0 and "source group 'd1' spans splits dev, test" in val.err

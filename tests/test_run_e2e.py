@@ -151,7 +151,8 @@ def test_direct_and_invalid_output_is_kept(tmp_path):
             return {"content": "I think it is a 4."}
         if "Summary 4 " in cand:
             return {"content": json.dumps({"reasoning": "r", "errors": [], "score": 9})}
-        return {"content": "```json\n" + json.dumps({"reasoning": "r", "errors": ["e"], "score": 2}) + "\n```"}
+        score = int(cand.split("[[score=")[1][0])
+        return {"content": "```json\n" + json.dumps({"reasoning": "r", "errors": ["e"], "score": score}) + "\n```"}
 
     with FakeOpenAI(ServerConfig(judge=judge)) as srv:
         root = make_project(tmp_path, srv.base_url, n=6, method="direct")
@@ -160,7 +161,7 @@ def test_direct_and_invalid_output_is_kept(tmp_path):
         js = judgments(root, last_line(res.out))
         assert js["c003"].valid is False and js["c003"].reason == "no JSON object in the output"
         assert js["c004"].valid is False and js["c004"].reason == "score 9 is outside 1..5"
-        assert js["c000"].valid and js["c000"].score == 2.0 and js["c000"].details["errors"] == ["e"]
+        assert js["c000"].valid and js["c000"].score == 1.0 and js["c000"].details["errors"] == ["e"]
         assert "validity 66.7%" in res.out
 
 

@@ -493,6 +493,82 @@ def sweep(
 
 @app.command()
 @handled
+def compare(
+    a: str = typer.Argument(..., metavar="A", help="A run id or a spec REF (e.g. summary-consistency@v3)."),
+    b: str = typer.Argument(..., metavar="B", help="A run id or a spec REF (e.g. summary-consistency)."),
+    fmt: str = typer.Option("md", "--format", help="md or json."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Write here (default reports/<spec>/compare-A-B.<ext>); "
+                                                           "- prints to stdout."),
+    margin: Optional[float] = typer.Option(None, "--margin", min=0.0,
+                                           help="Regression margin (default: B's calibration.margin)."),
+    run_missing: bool = typer.Option(False, "--run", help="Run a spec REF that has no stored run yet."),
+    db: Optional[Path] = typer.Option(None, "--db", help="Results database (default .geval/results.duckdb)."),
+) -> int:
+    """Compare two spec versions or runs: spec diff, paired deltas with intervals; exit 1 on a regression."""
+    from .compare import compare as run_compare, to_json, to_markdown
+    from .errors import EXIT_GATE, InputError, NoStoredRun
+    from .runs import load
+
+    if fmt not in ("md", "json"):
+        raise InputError(problems=[Problem(f"--format must be md or json, not {fmt!r}")])
+    proj = project()
+
+    def side(what: str):
+        from .registry import RUN_ID
+
+        if db_path(db).exists() or run_missing or RUN_ID.match(what):
+            with open_store(db) if not run_missing else _new_store(db) as store:
+                try:
+                    return load(store, proj, what)
+                except NoStoredRun:
+                    if not run_missing:
+                        raise
+        else:
+            from .load import load_spec
+
+            parsed = load_spec(proj.resolve(what))
+            raise NoStoredRun(problems=[Problem(f"no stored run of {parsed.name} (no results database yet)",
+                                                hint=f"make one: geval-spec run {what}, or pass --run")])
+        from .load import load_spec
+        from .run import RunOptions, execute_run
+
+        echo_err(f"no stored run for {what}: running it")
+        parsed = load_spec(proj.resolve(what))
+        with ProgressView(parsed.name) as view:
+            execute_run(parsed, RunOptions(db=db_path(db), ref=what), on_progress=view.update,
+                        on_event=lambda t: echo_err(t))
+        with open_store(db) as store:
+            return load(store, proj, what)
+
+    left, right = side(a), side(b)
+    result = run_compare(left, right, margin=margin)
+    text = to_json(result) if fmt == "json" else to_markdown(result)
+    if out is not None and str(out) == "-":
+        sys.stdout.write(text)
+    else:
+        path = out or (proj.root / "reports" / right.source.spec.name / f"compare-{_slug(a)}-{_slug(b)}.{fmt}")
+        write_atomic(path, text)
+        r = result["regression"]
+        echo(f"change: {result['change']['class']} ({result['change']['meaning']})")
+        echo(f"{'REGRESSION' if r['regressed'] else 'no significant regression'}: {r['reason']}")
+        echo(f"wrote {_shown(path)}")
+    return EXIT_GATE if result["regression"]["regressed"] else EXIT_OK
+
+
+def _slug(text: str) -> str:
+    import re
+
+    return re.sub(r"[^A-Za-z0-9.-]+", "_", text).strip("_")[:60] or "x"
+
+
+def _new_store(db: Optional[Path]):
+    from .store import Store
+
+    return Store(db_path(db))
+
+
+@app.command()
+@handled
 def audit(
     ref: str = typer.Argument(..., help="A spec REF."),
     fmt: str = typer.Option("md", "--format", help="md or json."),

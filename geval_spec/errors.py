@@ -6,6 +6,7 @@
     │   ├── DataError            a data or import file (columns, ids, lines)
     │   ├── TemplateError        a prompt template (syntax, undefined variable)
     │   ├── RefError             a REF that names no spec, revision or run
+    │   │   └── NoStoredRun      a spec with no stored run to analyse (yet)
     │   └── StoreError           the results database (locked, wrong schema)
     └── JudgeError               exit 3: the judge could not be used
         ├── JudgeUnreachable     connection refused, DNS, auth: nothing works
@@ -61,6 +62,8 @@ class Problem:
 
     def headline(self) -> str:
         key = f" [{self.key}]" if self.key else ""
+        if self.file is None:
+            return f"{self.severity}{key}: {self.message}"
         return f"{self.where()}: {self.severity}{key}: {self.message}"
 
     def excerpt(self, context: int = 2) -> str:
@@ -117,6 +120,10 @@ class TemplateError(InputError):
 
 
 class RefError(InputError):
+    pass
+
+
+class NoStoredRun(RefError):
     pass
 
 

@@ -28,7 +28,7 @@ from typing import Any
 from . import __version__
 from .errors import DataError, Problem
 from .load import ParsedSpec
-from .run import _git_commit, resolved_spec_json
+from .run import _git_commit
 from .scoring import Judgment, as_int_score, judge_verdicts, verdicts_from_items
 from .store import RunInfo, Store
 
@@ -208,7 +208,7 @@ def import_judgments(parsed: ParsedSpec, path: Path, db: Path, judge: str | None
             store.delete_run(run_id)  # an earlier, interrupted import of the same file
         info = RunInfo(run_id=run_id, kind="import", spec_name=parsed.name, spec_version=parsed.spec.version,
                        spec_ref=ref or parsed.name, spec_file=parsed.source.display, judging_fp=parsed.judging_fp,
-                       analysis_fp=parsed.analysis_fp, spec_json=resolved_spec_json(parsed), judges=[label],
+                       analysis_fp=parsed.analysis_fp, spec_json=parsed.resolved(), judges=[label],
                        method=parsed.spec.scoring.method, data_path=str(parsed.data_path),
                        data_sha256=dataset.sha256, tool_version=__version__, git_commit=_git_commit(parsed),
                        options={"cases": len(cases), "missing": len(missing)}, source_file=file,

@@ -59,6 +59,12 @@ class ParsedSpec:
     def steps_pending(self) -> bool:
         return isinstance(self.spec.steps, GenerateSteps) and not self.steps
 
+    def resolved(self) -> dict:
+        """The spec as it is judged: every default filled in, the steps resolved, the template's text."""
+        return {"spec": self.spec.model_dump(mode="json"), "steps": list(self.steps),
+                "template": {"name": self.template.name, "text": self.template.text},
+                "source": {"file": self.source.display, "rev": self.source.rev}}
+
     def key_problem(self, path, message: str, severity: str = "error") -> Problem:
         return self.doc.problem(tuple(path), message, severity=severity)
 

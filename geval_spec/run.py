@@ -225,12 +225,6 @@ def missing_logprobs(request: Request, completion: Completion) -> bool:
 
 
 # -- the run -------------------------------------------------------------------------------
-def resolved_spec_json(parsed: ParsedSpec) -> dict[str, Any]:
-    return {"spec": parsed.spec.model_dump(mode="json"), "steps": list(parsed.steps),
-            "template": {"name": parsed.template.name, "text": parsed.template.text},
-            "source": {"file": parsed.source.display, "rev": parsed.source.rev}}
-
-
 def execute_run(parsed: ParsedSpec, options: RunOptions,
                 on_progress: Callable[[Progress], None] | None = None,
                 on_event: Callable[[str], None] | None = None) -> RunResult | DryRun:
@@ -266,7 +260,7 @@ def execute_run(parsed: ParsedSpec, options: RunOptions,
         info = RunInfo(run_id=run_id, kind="run", spec_name=parsed.name, spec_version=parsed.spec.version,
                        spec_ref=options.ref or parsed.name, spec_file=parsed.source.display,
                        judging_fp=parsed.judging_fp, analysis_fp=parsed.analysis_fp,
-                       spec_json=resolved_spec_json(parsed), judges=[j.model_dump(mode="json") for j in judges],
+                       spec_json=parsed.resolved(), judges=[j.model_dump(mode="json") for j in judges],
                        method=parsed.spec.scoring.method, data_path=str(parsed.data_path),
                        data_sha256=dataset.sha256, tool_version=__version__,
                        git_commit=_git_commit(parsed), options=_options_json(options, len(cases)))

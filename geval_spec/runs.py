@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .analysis import Source
-from .errors import Problem, RefError
+from .errors import NoStoredRun, Problem, RefError
 from .model import Spec
 from .registry import RUN_ID, Project
 from .scoring import Judgment
@@ -28,6 +28,7 @@ class Loaded:
     judgments: tuple[Judgment, ...]
     label: str  # how the user named it
     spec_file: str
+    resolved: dict  # the resolved spec: stored with the run, or the REF's current one
 
 
 def source_of_run(run: RunInfo) -> Source:
@@ -55,23 +56,25 @@ def load(store: Store, project: Project, what: str, kinds: tuple[str, ...] = ("r
                                              hint=f"rerun the spec: geval-spec run {run.spec_ref}")])
         source = source_of_run(run)
         return Loaded(source=source, run=run, case_ids=tuple(store.run_case_ids(run.run_id)),
-                      judgments=tuple(store.judgments(run.run_id)), label=what, spec_file=run.spec_file)
+                      judgments=tuple(store.judgments(run.run_id)), label=what, spec_file=run.spec_file,
+                      resolved=run.spec_json)
     from .load import load_spec
 
     parsed = load_spec(project.resolve(what))
-    run = newest_run(store, parsed)
+    run = newest_run(store, parsed, what)
     source = Source(spec=parsed.spec, run_id=run.run_id, judging_fp=parsed.judging_fp,
                     analysis_fp=parsed.analysis_fp, data_path=parsed.data_path, data_display=parsed.data_display,
                     run_data_sha256=run.data_sha256, run_judges=tuple(_labels(run)), key_problem=parsed.key_problem)
     return Loaded(source=source, run=run, case_ids=tuple(store.run_case_ids(run.run_id)),
-                  judgments=tuple(store.judgments(run.run_id)), label=what, spec_file=parsed.source.display)
+                  judgments=tuple(store.judgments(run.run_id)), label=what, spec_file=parsed.source.display,
+                  resolved=parsed.resolved())
 
 
 def _labels(run: RunInfo) -> list[str]:
     return [j if isinstance(j, str) else (j.get("name") or j.get("model")) for j in run.judges]
 
 
-def newest_run(store: Store, parsed) -> RunInfo:
+def newest_run(store: Store, parsed, ref: str | None = None) -> RunInfo:
     """Newest completed run of this judging fingerprint on the current data."""
     from .data import file_sha256
 
@@ -80,13 +83,13 @@ def newest_run(store: Store, parsed) -> RunInfo:
     same_data = [r for r in runs if r.data_sha256 == dataset_sha]
     if same_data:
         return same_data[0]
-    hint = f"make one: geval-spec run {parsed.source.display if parsed.source.rev else parsed.name}"
+    hint = f"make one: geval-spec run {ref or parsed.name}"
     if runs:
-        raise RefError(problems=[Problem(
+        raise NoStoredRun(problems=[Problem(
             f"the stored runs of {parsed.name} with this judging fingerprint used other data than "
             f"{parsed.data_display} has now", hint=hint)])
     others = store.find_runs(spec_name=parsed.name, status="completed")
     what = (f"{len(others)} run(s) of {parsed.name} exist, but none with judging fingerprint "
             f"{parsed.judging_fp[:10]} (the spec's judging changed since)" if others else
             f"no stored run of {parsed.name}")
-    raise RefError(problems=[Problem(what, hint=hint)])
+    raise NoStoredRun(problems=[Problem(what, hint=hint)])

@@ -153,78 +153,130 @@ def _unit_weights(rng, unit_codes: np.ndarray, n_units: int, rows: int) -> np.nd
     return counts[:, unit_codes].astype(float)
 
 
-def bootstrap(x, y, metric: str, level: str, *, units, draws: int, seed: int, conf: float = 0.95,
-              groups=None, systems=None) -> Estimate:
-    """Point estimate and percentile interval at one level."""
-    from .hygiene import quantile_bounds
+def resample(xs: Sequence, y, metric: str, level: str, *, units, draws: int, seed: int, groups=None,
+             systems=None) -> np.ndarray:
+    """Bootstrap statistics of several score vectors on the *same* draws: an array [draw, vector].
 
-    x = np.asarray(x, dtype=float)
+    Every vector is judged against the same human scores ``y`` and every draw
+    resamples the same units for all of them, so differences are paired.
+    """
+    xs = [np.asarray(x, dtype=float) for x in xs]
     y = np.asarray(y, dtype=float)
-    value, n, skipped = point(x, y, metric, level, groups, systems)
-    if not math.isfinite(value):
-        return Estimate(None, None, None, n, skipped)
+    k = len(xs)
     rng = np.random.default_rng(seed)
-    samples: list[float] = []
+    out = np.full((draws, k), np.nan)
     if level == "group":
-        gvals, _, _ = group_values(x, y, groups, metric)
-        g = gvals.size
-        valid = ~np.isnan(gvals)
-        filled = np.where(valid, gvals, 0.0)
+        per = [group_values(x, y, groups, metric)[0] for x in xs]
+        valid = np.all([~np.isnan(v) for v in per], axis=0)  # a group counts only where every vector has a value
+        g = valid.size
         rows = max(1, CHUNK_VALUES // max(g, 1))
         for start in range(0, draws, rows):
             count = min(rows, draws - start)
             idx = rng.integers(0, g, size=(count, g))
             used = valid[idx].sum(axis=1)
-            with np.errstate(invalid="ignore", divide="ignore"):
-                samples.extend((filled[idx].sum(axis=1) / used).tolist())
-    else:
-        unit_codes, n_units = _codes(units)
-        rows = max(1, CHUNK_VALUES // max(x.size, 1))
-        if level == "system":
-            sys_codes, s = _codes(systems)
-            onehot = np.zeros((x.size, s))
-            onehot[np.arange(x.size), sys_codes] = 1.0
-        for start in range(0, draws, rows):
-            count = min(rows, draws - start)
-            w = _unit_weights(rng, unit_codes, n_units, count)
-            if level == "dataset":
-                if metric == "kendall":
-                    from scipy.stats import kendalltau
+            for j, v in enumerate(per):
+                filled = np.where(valid, v, 0.0)
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    out[start:start + count, j] = filled[idx].sum(axis=1) / used
+        return out
+    unit_codes, n_units = _codes(units)
+    n = y.size
+    rows = max(1, CHUNK_VALUES // max(n, 1))
+    if level == "system":
+        sys_codes, s = _codes(systems)
+        onehot = np.zeros((n, s))
+        onehot[np.arange(n), sys_codes] = 1.0
+    for start in range(0, draws, rows):
+        count = min(rows, draws - start)
+        w = _unit_weights(rng, unit_codes, n_units, count)
+        if level == "dataset":
+            if metric == "kendall":
+                from scipy.stats import kendalltau
 
-                    for row in w:
-                        rep = np.repeat(np.arange(x.size), row.astype(np.int64))
-                        xs, ys = x[rep], y[rep]
-                        samples.append(float(kendalltau(xs, ys).statistic) if np.ptp(xs) > 0 and np.ptp(ys) > 0
-                                       else math.nan)
-                elif metric == "spearman":
-                    for row in w:
-                        samples.append(_weighted_pearson(_weighted_ranks(x, row), _weighted_ranks(y, row), row))
-                else:
-                    for row in w:
-                        samples.append(_weighted_pearson(x, y, row))
-            else:  # system level: weighted means per system, correlated across systems
-                cnt = w @ onehot
+                for r, row in enumerate(w):
+                    rep = np.repeat(np.arange(n), row.astype(np.int64))
+                    ys = y[rep]
+                    for j, x in enumerate(xs):
+                        xr = x[rep]
+                        out[start + r, j] = (kendalltau(xr, ys).statistic if np.ptp(xr) > 0 and np.ptp(ys) > 0
+                                             else np.nan)
+            elif metric == "spearman":
+                for r, row in enumerate(w):
+                    ry = _weighted_ranks(y, row)
+                    for j, x in enumerate(xs):
+                        out[start + r, j] = _weighted_pearson(_weighted_ranks(x, row), ry, row)
+            else:
+                for r, row in enumerate(w):
+                    for j, x in enumerate(xs):
+                        out[start + r, j] = _weighted_pearson(x, y, row)
+        else:  # system level: weighted means per system, correlated across systems
+            cnt = w @ onehot
+            with np.errstate(invalid="ignore", divide="ignore"):
+                my = (w * y) @ onehot / cnt
+            for j, x in enumerate(xs):
                 with np.errstate(invalid="ignore", divide="ignore"):
                     mx = (w * x) @ onehot / cnt
-                    my = (w * y) @ onehot / cnt
                 keep = ~np.isnan(mx).any(axis=1)
-                out = np.full(count, np.nan)
+                col = np.full(count, np.nan)
                 if metric == "pearson":
-                    out[keep] = _rowwise_pearson(mx[keep], my[keep])
+                    col[keep] = _rowwise_pearson(mx[keep], my[keep])
                 elif metric == "spearman":
-                    out[keep] = _rowwise_pearson(_rowwise_ranks(mx[keep]), _rowwise_ranks(my[keep]))
+                    col[keep] = _rowwise_pearson(_rowwise_ranks(mx[keep]), _rowwise_ranks(my[keep]))
                 else:
                     from scipy.stats import kendalltau
 
                     for i in np.nonzero(keep)[0]:
-                        out[i] = kendalltau(mx[i], my[i]).statistic
-                samples.extend(out.tolist())
-    arr = np.asarray(samples, dtype=float)
-    arr = arr[np.isfinite(arr)]
+                        col[i] = kendalltau(mx[i], my[i]).statistic
+                out[start:start + count, j] = col
+    return out
+
+
+def _interval(samples: np.ndarray, conf: float) -> tuple[float | None, float | None, int]:
+    from .hygiene import quantile_bounds
+
+    arr = samples[np.isfinite(samples)]
     if arr.size == 0:
-        return Estimate(float(value), None, None, n, skipped, 0)
+        return None, None, 0
     lo, hi = np.quantile(arr, list(quantile_bounds(conf)))
-    return Estimate(float(value), float(lo), float(hi), n, skipped, int(arr.size))
+    return float(lo), float(hi), int(arr.size)
+
+
+def bootstrap(x, y, metric: str, level: str, *, units, draws: int, seed: int, conf: float = 0.95,
+              groups=None, systems=None) -> Estimate:
+    """Point estimate and percentile interval at one level."""
+    value, n, skipped = point(x, y, metric, level, groups, systems)
+    if not math.isfinite(value):
+        return Estimate(None, None, None, n, skipped)
+    samples = resample([x], y, metric, level, units=units, draws=draws, seed=seed, groups=groups,
+                       systems=systems)[:, 0]
+    lo, hi, used = _interval(samples, conf)
+    return Estimate(float(value), lo, hi, n, skipped, used)
+
+
+@dataclass(frozen=True)
+class Difference:
+    a: float | None
+    b: float | None
+    diff: float | None  # b - a
+    ci_low: float | None
+    ci_high: float | None
+    n: int
+    draws_used: int = 0
+
+
+def paired_difference(xa, xb, y, metric: str, level: str, *, units, draws: int, seed: int, conf: float = 0.95,
+                      groups=None, systems=None) -> Difference:
+    """metric(B) - metric(A) on the same cases, with an interval from paired resampling."""
+    va, n, _ = point(xa, y, metric, level, groups, systems)
+    vb, _, _ = point(xb, y, metric, level, groups, systems)
+    a = float(va) if math.isfinite(va) else None
+    b = float(vb) if math.isfinite(vb) else None
+    if a is None or b is None:
+        return Difference(a, b, None, None, None, n)
+    samples = resample([xa, xb], y, metric, level, units=units, draws=draws, seed=seed, groups=groups,
+                       systems=systems)
+    lo, hi, used = _interval(samples[:, 1] - samples[:, 0], conf)
+    return Difference(a, b, b - a, lo, hi, n, used)
 
 
 # -- sample size --------------------------------------------------------------------------

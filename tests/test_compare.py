@@ -1,0 +1,117 @@
+"""compare: spec versions in git, paired deltas, a constructed regression, determinism."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, cli, git
+from e2e_helpers import make_project
+from openai_server import FakeOpenAI, ServerConfig
+
+
+@pytest.fixture(scope="module")
+def two_imports(tmp_path_factory):
+    """The recorded SummEval verdicts, and the same verdicts shuffled across cases."""
+    tmp = tmp_path_factory.mktemp("cmp")
+    db = tmp / "r.duckdb"
+    good = ROOT / "specs" / "data" / "tcva" / "summeval-consistency.verdicts.jsonl"
+    lines = [json.loads(x) for x in good.read_text().splitlines()]
+    payloads = [{k: v for k, v in x.items() if k != "case_id"} for x in lines]
+    random.Random(5).shuffle(payloads)
+    shuffled = tmp / "shuffled.jsonl"
+    shuffled.write_text("\n".join(json.dumps({"case_id": x["case_id"], **p}) for x, p in zip(lines, payloads)) + "\n")
+    a = cli("import", "summeval-consistency", str(good), "--db", str(db))
+    b = cli("import", "summeval-consistency", str(shuffled), "--db", str(db))
+    assert a.code == 0 and b.code == 0, a.err + b.err
+    return db, a.out.strip().splitlines()[-1], b.out.strip().splitlines()[-1]
+
+
+def test_shuffled_scores_are_a_regression(two_imports):
+    db, good, bad = two_imports
+    res = cli("compare", good, bad, "--format", "json", "--out", "-", "--db", str(db))
+    assert res.code == 1, res.err
+    c = json.loads(res.out)
+    r = c["regression"]
+    assert r["regressed"] is True and r["ci_high"] < 0 and r["split"] == "test"
+    assert c["change"]["class"] == "metadata"  # same spec, same judging: only the judgments differ
+    e = c["correlation"]["test"]["dataset"]["spearman"]
+    assert e["b"] < e["a"] and e["difference"] == pytest.approx(e["b"] - e["a"], abs=2e-4)
+    assert c["agreement"]["difference"] < 0 and c["moved"]
+    # the other way round is an improvement, not a regression
+    assert cli("compare", bad, good, "--out", "-", "--db", str(db)).code == 0
+
+
+def test_identical_pair_difference_is_zero(two_imports):
+    db, good, _ = two_imports
+    res = cli("compare", good, good, "--format", "json", "--out", "-", "--db", str(db))
+    assert res.code == 0
+    c = json.loads(res.out)
+    for levels in c["correlation"].values():
+        for entry in levels.values():
+            for metric in ("spearman", "pearson", "kendall"):
+                e = entry[metric]
+                assert e["difference"] == 0 and e["ci_low"] <= 0 <= e["ci_high"]
+    assert c["agreement"]["difference"] == 0 and c["spec_diff"] == [] and c["moved"] == []
+
+
+def test_compare_is_byte_identical(two_imports):
+    db, good, bad = two_imports
+    for fmt in ("md", "json"):
+        first = cli("compare", good, bad, "--format", fmt, "--out", "-", "--db", str(db)).out
+        assert first == cli("compare", good, bad, "--format", fmt, "--out", "-", "--db", str(db)).out
+
+
+def test_margin_turns_a_regression_into_noise(two_imports):
+    db, good, bad = two_imports
+    assert cli("compare", good, bad, "--margin", "0.9", "--out", "-", "--db", str(db)).code == 0
+
+
+def test_versions_in_git_differing_in_aggregation_send_nothing(tmp_path):
+    with FakeOpenAI(ServerConfig()) as srv:
+        root = make_project(tmp_path, srv.base_url, n=30, method="verdicts", client="openai-http")
+        spec = root / "specs" / "demo.yaml"
+        spec.write_text(spec.read_text().replace("scoring:\n  method: verdicts",
+                                                 "scoring:\n  method: verdicts\naggregation: {temperature: 0.5}"))
+        (root / ".gitignore").write_text(".geval/\nreports/\n")
+        git(root, "init", "-q")
+        git(root, "add", "-A")
+        git(root, "commit", "-qm", "v1")
+        spec.write_text(spec.read_text().replace("version: 1", "version: 2").replace(
+            "aggregation: {temperature: 0.5}", "aggregation: {temperature: 0.2}"))
+        git(root, "commit", "-qam", "v2: stricter")
+        # no stored run yet: exit 2 with the command that makes one
+        res = cli("compare", "demo@v1", "demo@v2", cwd=root)
+        assert res.code == 2 and "geval-spec run demo@v1" in res.err
+        assert srv.state.total == 0
+        assert cli("run", "demo@v1", cwd=root).code == 0
+        sent = srv.state.total
+        res = cli("compare", "demo@v1", "demo@v2", cwd=root)
+        assert res.code in (0, 1), res.err
+        assert srv.state.total == sent  # analysis only: the same judgments, re-aggregated
+        assert "change: analysis" in res.out
+        written = next((root / "reports" / "demo").glob("compare-demo_v1-demo_v2.md"))
+        text = written.read_text()
+        assert "-  aggregation:" not in text and "temperature: 0.2" in text and "temperature: 0.5" in text
+        assert "## Spec diff" in text and "```diff" in text
+        # HEAD~1 is v1
+        res2 = cli("compare", "demo@HEAD~1", "demo", "--format", "json", "--out", "-", cwd=root)
+        c = json.loads(res2.out)
+        assert c["change"]["class"] == "analysis" and c["a"]["temperature"] == 0.5 and c["b"]["temperature"] == 0.2
+        assert srv.state.total == sent
+
+
+def test_run_flag_runs_a_missing_side(tmp_path):
+    with FakeOpenAI(ServerConfig()) as srv:
+        root = make_project(tmp_path, srv.base_url, n=10, client="openai-http")
+        shutil.copy(root / "specs" / "demo.yaml", root / "specs" / "demo2.yaml")
+        spec2 = root / "specs" / "demo2.yaml"
+        spec2.write_text(spec2.read_text().replace("name: demo", "name: demo2").replace(
+            "  - Read the source.", "  - Read the source twice."))
+        res = cli("compare", "demo", "demo2", "--run", "--out", "-", cwd=root)
+        assert res.code in (0, 1), res.err
+        assert srv.state.total == 20 and "**judging**" in res.out

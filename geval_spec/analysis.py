@@ -125,8 +125,20 @@ def rescore_verdicts(judgments: Sequence[Judgment], spec: Spec, temperatures: Se
     return scores
 
 
+def penalty_cut(spec: Spec, ids: Sequence[str],
+                findings: Mapping[str, Sequence[Mapping[str, Any]]] | None) -> tuple[np.ndarray | None, float]:
+    """``language.penalty``: score to subtract per case (None when nothing applies), and the scale's floor."""
+    penalty = dict(spec.language.penalty) if spec.language is not None else {}
+    lo = float(spec.rubric.scale.min) if spec.rubric is not None and spec.scoring.method != "verdicts" else 0.0
+    if not penalty or not findings:
+        return None, lo
+    cut = np.asarray([sum(penalty.get(f["kind"], 0.0) for f in findings.get(cid, ())) for cid in ids], dtype=float)
+    return (cut if cut.any() else None), lo
+
+
 def build_frame(source: Source, run_case_ids: Sequence[str], judgments: Sequence[Judgment],
-                temperature: float | None = None, dataset: Dataset | None = None) -> Frame:
+                temperature: float | None = None, dataset: Dataset | None = None,
+                findings: Mapping[str, Sequence[Mapping[str, Any]]] | None = None) -> Frame:
     spec = source.spec
     if dataset is None:
         dataset = load_dataset(spec, source.data_path, source.data_display, source.problem)
@@ -204,6 +216,10 @@ def build_frame(source: Source, run_case_ids: Sequence[str], judgments: Sequence
         status, reasons = tuple(status_l), tuple(reasons_l)
         score = _frozen(np.asarray(score, dtype=float))
 
+    cut, lo = penalty_cut(spec, [c.id for c in cases], findings)
+    if cut is not None:
+        score = _frozen(np.maximum(np.asarray(score) - cut, lo))
+        judge_scores = {n: _frozen(np.maximum(np.asarray(v) - cut, lo)) for n, v in judge_scores.items()}
     humans = np.asarray([[np.nan if h is None else h for h in c.human] for c in cases], dtype=float).reshape(
         len(cases), -1)
     with np.errstate(all="ignore"):
@@ -340,10 +356,11 @@ def gate(frame: Frame, spec: Spec, corr: Mapping[str, Mapping[str, LevelResult]]
                 cal.min_validity, passed_corr and passed_valid, reason)
 
 
-def gate_only(source: Source, run_case_ids: Sequence[str], judgments: Sequence[Judgment]) -> Gate:
+def gate_only(source: Source, run_case_ids: Sequence[str], judgments: Sequence[Judgment],
+              findings: Mapping[str, Sequence[Mapping[str, Any]]] | None = None) -> Gate:
     """The gate alone (the gate's split and level only): what ``run`` checks at its end."""
     spec = source.spec
-    frame = build_frame(source, run_case_ids, judgments)
+    frame = build_frame(source, run_case_ids, judgments, findings=findings)
     cal = spec.calibration
     corr: dict[str, dict[str, LevelResult]] = {}
     if cal.split in splits_present(frame, spec) and cal.level in levels_present(frame):
@@ -376,7 +393,7 @@ def default_grid() -> list[float]:
 
 def sweep(source: Source, run_case_ids: Sequence[str], judgments: Sequence[Judgment],
           grid: Sequence[float] | None = None, dataset: Dataset | None = None,
-          with_test_ci: bool = True) -> Sweep:
+          with_test_ci: bool = True, findings: Mapping[str, Sequence[Mapping[str, Any]]] | None = None) -> Sweep:
     """Evaluate TCVA temperatures on dev, choose the best there, report it on test."""
     from .tcva import temperature_to_p
 
@@ -390,11 +407,14 @@ def sweep(source: Source, run_case_ids: Sequence[str], judgments: Sequence[Judgm
     scores = rescore_verdicts(js, spec, grid)  # [T, judgment]
     position = {j.case_id: k for k, j in enumerate(js)}
     order = np.asarray([position.get(cid, -1) for cid in frame.ids])
+    cut, floor = penalty_cut(spec, frame.ids, findings)
     rows = []
     best: tuple[float, float] | None = None
     per_t = []
     for k, t in enumerate(grid):
         s = np.where(order >= 0, scores[k][np.maximum(order, 0)], np.nan)
+        if cut is not None:
+            s = np.maximum(s - cut, floor)
         per_t.append(s)
         res = level_result(frame, spec, "dev", level, scores=s, with_ci=False, metrics=(cal.metric,))
         value = res.estimates[cal.metric].value

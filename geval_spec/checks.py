@@ -31,10 +31,24 @@ def semantic_problems(spec: Spec, doc: YamlDocument) -> list[Problem]:
             if labels.index(label) != i:
                 out.append(p(("judges", i), f"two judges are labelled {label!r}; give them distinct 'name's"))
 
-    # rubric
+    # pairwise
     method = spec.scoring.method
+    if spec.pairwise is not None:
+        if method not in ("direct", "samples"):
+            out.append(p(("scoring", "method"), f"pairwise specs are scored direct or samples, not {method}"))
+        for i, var in enumerate(spec.pairwise.candidates):
+            if var not in spec.data.fields:
+                out.append(p(("pairwise", "candidates", i), f"'{var}' is not a key of data.fields",
+                             hint=f"data.fields has: {', '.join(spec.data.fields)}"))
+        if spec.pairwise.candidates[0] == spec.pairwise.candidates[1]:
+            out.append(p(("pairwise", "candidates"), "the two candidates must be different variables"))
+    elif spec.bias.position_swap:
+        out.append(p(("bias", "position_swap"), "position_swap needs a pairwise spec (two candidates per case)",
+                     hint="add pairwise: {candidates: [answer_a, answer_b]}"))
+
+    # rubric
     if spec.rubric is None:
-        if method != "verdicts":
+        if method != "verdicts" and spec.pairwise is None:
             out.append(p((), f"missing 'rubric': scoring.method {method} scores on a rubric", prefer_key=True))
     else:
         scale = spec.rubric.scale
@@ -137,7 +151,8 @@ def semantic_problems(spec: Spec, doc: YamlDocument) -> list[Problem]:
         out.append(p(("split", "field"), "the split column is also a template variable", severity="warning"))
 
     # data fields
-    reserved = {"task", "criterion", "steps", "rubric", "method", "language", "verdict_levels", "findings"}
+    reserved = {"task", "criterion", "steps", "rubric", "method", "language", "verdict_levels", "findings",
+                "pairwise", "candidate_a", "candidate_b"}
     for var in spec.data.fields:
         if var in reserved:
             out.append(p(("data", "fields", var), f"'{var}' is a reserved template variable; rename it",

@@ -335,7 +335,7 @@ def run(
 
         with open_store(db) as store:
             loaded = load(store, project(), result.run_id)
-        g = gate_only(loaded.source, loaded.case_ids, loaded.judgments)
+        g = gate_only(loaded.source, loaded.case_ids, loaded.judgments, loaded.findings)
         gate_line = f"gate {'passed' if g.passed else 'FAILED'}: {g.reason}"
         if junit is not None:
             write_junit(junit, parsed.name, {"metric": g.metric, "level": g.level, "split": g.split,
@@ -480,7 +480,7 @@ def sweep(
         raise InputError(problems=[Problem(f"sweep chooses the temperature on the dev split; {spec.name} "
                                            "defines no splits", hint="add split: {by: group, fractions: "
                                                                      "{dev: 0.5, test: 0.5}}")])
-    block = sweep_block(run_sweep(loaded.source, loaded.case_ids, loaded.judgments))
+    block = sweep_block(run_sweep(loaded.source, loaded.case_ids, loaded.judgments, findings=loaded.findings))
     if fmt == "json":
         sys.stdout.write(json.dumps({"spec": spec.name, "run": loaded.run.run_id, **block}, indent=2) + "\n")
         return EXIT_OK

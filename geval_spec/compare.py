@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from .analysis import Frame, build_frame, levels_present, splits_present
+from .analysis import Frame, levels_present, splits_present
 from .hygiene import paired_resample
 from .report import _r, f3, md_escape
 from .runs import Loaded
@@ -112,8 +112,8 @@ def _norm(scores: np.ndarray, scale: tuple[float, float]) -> np.ndarray:
 
 def compare(a: Loaded, b: Loaded, margin: float | None = None) -> dict[str, Any]:
     spec = b.source.spec
-    fa = build_frame(a.source, a.case_ids, a.judgments)
-    fb = build_frame(b.source, b.case_ids, b.judgments)
+    fa = a.frame()
+    fb = b.frame()
     al = align(fa, fb)
     frame = al.frame
     warnings = list(dict.fromkeys(fa.warnings + fb.warnings))

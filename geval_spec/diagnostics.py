@@ -201,6 +201,124 @@ def _split_by(spec: Spec) -> str | None:
     return f"column {spec.split.field}" if hasattr(spec.split, "field") else f"hash of {spec.split.by}"
 
 
+def length_quartiles(frame: Frame) -> list[dict[str, Any]]:
+    """Mean judge and human score (0..1) per quarter of candidate length: does the judge's gap grow with length?"""
+    keep = ~np.isnan(frame.score) & ~np.isnan(frame.human)
+    if keep.sum() < 8:
+        return []
+    lengths = frame.lengths[keep]
+    j, h = frame.norm_score()[keep], frame.norm_human()[keep]
+    edges = np.quantile(lengths, [0.25, 0.5, 0.75])
+    bins = np.searchsorted(edges, lengths, side="right")
+    out = []
+    for q in range(4):
+        m = bins == q
+        if m.any():
+            out.append({"quartile": q + 1, "words": f"{int(lengths[m].min())}-{int(lengths[m].max())}", "n": int(m.sum()),
+                        "judge": _r(float(j[m].mean())), "human": _r(float(h[m].mean())),
+                        "gap": _r(float(j[m].mean() - h[m].mean()))})
+    return out
+
+
+def language_summary(frame: Frame, spec: Spec, findings: dict[str, list[dict]]) -> dict[str, Any] | None:
+    """How many cases the pre-checks flagged, by kind, and how humans scored them."""
+    if spec.language is None:
+        return None
+    index = {cid: i for i, cid in enumerate(frame.ids)}
+    kinds: dict[str, dict[str, Any]] = {}
+    flagged = np.zeros(frame.n, dtype=bool)
+    for cid, items in findings.items():
+        if cid not in index:
+            continue
+        flagged[index[cid]] = True
+        for f in items:
+            k = kinds.setdefault(f["kind"], {"cases": set(), "findings": 0, "examples": []})
+            k["cases"].add(cid)
+            k["findings"] += 1
+            if len(k["examples"]) < 3:
+                k["examples"].append({"case_id": cid, "text": f["text"], "message": f["message"]})
+    h = frame.norm_human()
+    with_h = h[flagged & ~np.isnan(h)]
+    without_h = h[~flagged & ~np.isnan(h)]
+    return {"code": spec.language.code, "formality": spec.language.formality,
+            "cases_flagged": int(flagged.sum()), "cases": frame.n,
+            "kinds": {k: {"cases": len(v["cases"]), "findings": v["findings"], "examples": v["examples"]}
+                      for k, v in sorted(kinds.items())},
+            "human_flagged": _r(float(with_h.mean())) if with_h.size else None,
+            "human_clean": _r(float(without_h.mean())) if without_h.size else None,
+            "penalty": dict(spec.language.penalty)}
+
+
+def position_summary(judgments) -> dict[str, Any] | None:
+    """Pairwise specs with position swap: how often both orders agree."""
+    both = [j for j in judgments if j.valid and j.details.get("consistent") is not None]
+    if not both and not any("order_ba" in j.details for j in judgments):
+        return None
+    consistent = sum(1 for j in both if j.details["consistent"])
+    return {"both_orders_valid": len(both), "consistent": consistent,
+            "consistency": _r(consistent / len(both)) if both else None,
+            "one_order_only": sum(1 for j in judgments if j.valid and j.details.get("consistent") is None),
+            "rule": "the mean of both orders: orders that disagree give a tie (0.5)"}
+
+
+FAMILIES = (("gpt", "openai"), ("o1", "openai"), ("o3", "openai"), ("o4", "openai"), ("chatgpt", "openai"),
+            ("claude", "anthropic"), ("gemini", "google"), ("gemma", "google"), ("llama", "meta"),
+            ("mistral", "mistral"), ("mixtral", "mistral"), ("qwen", "qwen"), ("deepseek", "deepseek"),
+            ("command", "cohere"), ("phi", "microsoft"), ("grok", "xai"))
+
+
+def model_family(model: str) -> str:
+    """A judge's model family from its model string (openai/gpt-4.1-mini -> openai)."""
+    name = model.lower().split("/")[-1]
+    for prefix, family in FAMILIES:
+        if name.startswith(prefix):
+            return family
+    return model.lower().split("/")[0] if "/" in model else name.split("-")[0]
+
+
+def panel_summary(frame: Frame, judges: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Agreement between the judges of a panel, and self-preference where case metadata names model families."""
+    names = list(frame.judge_scores)
+    out: dict[str, Any] = {}
+    if len(names) >= 2:
+        import krippendorff
+
+        data = np.vstack([frame.judge_scores[n] for n in names])
+        usable = (~np.isnan(data)).sum(axis=0) >= 2
+        try:
+            alpha = float(krippendorff.alpha(reliability_data=data[:, usable], level_of_measurement="interval"))
+        except (ValueError, ZeroDivisionError):
+            alpha = math.nan
+        out.update({"judges": names, "n": int(usable.sum()), "alpha_interval": _r(alpha)})
+    fams = [f for f in frame.families]
+    flags = []
+    if any(f is not None for f in fams):
+        info = {(j.get("name") or j.get("model")): j for j in judges if isinstance(j, dict)}
+        h = frame.norm_human()
+        rows = []
+        for name, scores in frame.judge_scores.items():
+            j = info.get(name, {})
+            family = (j.get("family") or model_family(j.get("model", name))).lower()
+            lo, hi = frame.scale
+            js = (scores - lo) / (hi - lo) if hi > lo else scores
+            gap = js - h
+            own = np.asarray([f is not None and f.lower() == family for f in fams]) & ~np.isnan(gap)
+            other = np.asarray([f is not None and f.lower() != family for f in fams]) & ~np.isnan(gap)
+            row = {"judge": name, "family": family, "own_n": int(own.sum()), "other_n": int(other.sum()),
+                   "own_gap": _r(float(gap[own].mean())) if own.any() else None,
+                   "other_gap": _r(float(gap[other].mean())) if other.any() else None}
+            row["self_preference"] = (_r(row["own_gap"] - row["other_gap"])
+                                      if row["own_gap"] is not None and row["other_gap"] is not None else None)
+            row["flag"] = bool(row["self_preference"] is not None and row["self_preference"] > 0.1 and own.sum() >= 5)
+            if row["flag"]:
+                flags.append(f"{name} ({family}) scores its own family's candidates {row['self_preference']:.2f} "
+                             f"higher relative to the humans than other candidates ({row['own_n']} own cases)")
+            rows.append(row)
+        out["self_preference"] = rows
+        out["flags"] = flags
+    return out or None
+
+
 @dataclass(frozen=True)
 class Diagnostics:
     compression: dict[str, Any]

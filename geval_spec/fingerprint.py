@@ -55,6 +55,7 @@ def judging_view(spec: Spec, steps: tuple[str, ...], template_text: str) -> dict
         "scoring": scoring,
         "language": language,
         "bias": {"position_swap": spec.bias.position_swap, "penalize_length": spec.bias.length == "penalize"},
+        "pairwise": s.get("pairwise"),
         "data": {"path": spec.data.path, "id": spec.data.id, "fields": s["data"]["fields"]},
     }
 

@@ -28,6 +28,7 @@ from typing import Any
 from . import __version__
 from .errors import DataError, Problem
 from .load import ParsedSpec
+from .precheck import precheck
 from .run import _git_commit
 from .scoring import Judgment, as_int_score, judge_verdicts, verdicts_from_items
 from .store import RunInfo, Store
@@ -214,6 +215,7 @@ def import_judgments(parsed: ParsedSpec, path: Path, db: Path, judge: str | None
                        options={"cases": len(cases), "missing": len(missing)}, source_file=file,
                        source_sha256=digest, status="running")
         store.create_run(info, dataset.cases, [])  # missing cases stay part of the run's denominator
+        store.save_findings(run_id, precheck(parsed, dataset.cases))
         store.save_judgments(run_id, ordered)
         store.finish_run(run_id, "completed")
     valid = sum(1 for j in ordered if j.valid)

@@ -78,7 +78,7 @@ class ParsedSpec:
 def _template_source(spec: Spec, source: SpecSource) -> TemplateSource:
     rel = spec.prompt.template
     if rel is None:
-        return TemplateSource.builtin(spec.scoring.method)
+        return TemplateSource.builtin(spec.scoring.method, pairwise=spec.pairwise is not None)
     display, text = source.read_relative(rel)
     folder = Path(rel).parent
 

@@ -213,6 +213,12 @@ class Prompt(Base):
     template: str | None = Field(default=None, description="Jinja template replacing the built-in G-Eval template.")
 
 
+class Pairwise(Base):
+    candidates: tuple[str, str] = Field(
+        description="The two data.fields variables holding the candidates compared; the first is A. The judge "
+        "says which is better; the human column holds the preference for A (1 A, 0 B, 0.5 tie).")
+
+
 class Spec(Base):
     """A judging task, its data and how its judge is calibrated."""
 
@@ -229,6 +235,8 @@ class Spec(Base):
     judges: list[Judge] | None = Field(default=None, min_length=2, description="A judge panel.")
     ensemble: Literal["mean", "median"] = Field(default="mean", description="How a panel's scores are combined.")
     language: Language | None = Field(default=None, description="Language rules checked before the judge is called.")
+    pairwise: Pairwise | None = Field(default=None,
+                                      description="Judge a pair of candidates per case (a preference, not a score).")
     bias: Bias = Field(default_factory=Bias, description="Bias controls: position swap, length.")
     data: Data = Field(description="The human-labelled cases.")
     split: Split | None = Field(default=None, description="{field: column} or {by: group, fractions, seed}.")

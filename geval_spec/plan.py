@@ -98,6 +98,10 @@ def prepare_requests(parsed, cases, *, judges: tuple[Judge, ...] | None = None,
             ("steps",), "the evaluation steps are not generated yet",
         ).with_hint(f"run: geval-spec run {parsed.name} (it writes {parsed.lock_path.name} first)")])
     spec = parsed.spec
+    if findings is None:
+        from .precheck import precheck
+
+        findings = precheck(parsed, cases)
     renderer = parsed.renderer()
     panel = judges if judges is not None else spec.panel
     rendered: dict[str, tuple[Rendered, ...]] = {}
@@ -105,8 +109,11 @@ def prepare_requests(parsed, cases, *, judges: tuple[Judge, ...] | None = None,
     for case in cases:
         found = [f.as_dict() for f in (findings or {}).get(case.id, [])]
         prompts = (renderer.render(case.id, case.fields, found),)
+        if spec.pairwise is not None and spec.bias.position_swap:
+            prompts += (renderer.render(case.id, case.fields, found, swapped=True),)
         rendered[case.id] = prompts
         for judge in panel:
-            for prompt in prompts:
-                requests += method_requests(judge, prompt, spec.scoring.method, spec.scoring.samples)
+            for k, prompt in enumerate(prompts):
+                requests += method_requests(judge, prompt, spec.scoring.method, spec.scoring.samples,
+                                            purpose="swap" if k else "judge")
     return Plan(renderer=renderer, rendered=rendered, requests=tuple(requests))

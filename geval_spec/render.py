@@ -21,9 +21,10 @@ from typing import Any, Callable, Mapping
 from .errors import Problem, TemplateError
 from .model import VERDICT_LEVELS, Spec
 
-BUILTIN = {"score": "geval.j2", "verdicts": "verdicts.j2"}
+BUILTIN = {"score": "geval.j2", "verdicts": "verdicts.j2", "pairwise": "pairwise.j2"}
 CASE_VARS = ("findings",)  # besides the spec's data.fields
-SPEC_VARS = ("task", "criterion", "steps", "rubric", "method", "language", "verdict_levels")
+PAIR_VARS = ("candidate_a", "candidate_b")  # pairwise specs: the two candidates in the order shown
+SPEC_VARS = ("task", "criterion", "steps", "rubric", "method", "language", "verdict_levels", "pairwise")
 LENGTH_CLAUSE = ("Do not reward length: extra sentences that add nothing the criterion asks for, repetition or "
                  "padding are faults and lower the score.")
 _SENTINEL = "\ue000"
@@ -65,8 +66,8 @@ class TemplateSource:
     read_include: Callable[[str], tuple[str, str]] | None = None  # rel -> (display, text)
 
     @classmethod
-    def builtin(cls, method: str) -> "TemplateSource":
-        file = BUILTIN["verdicts" if method == "verdicts" else "score"]
+    def builtin(cls, method: str, pairwise: bool = False) -> "TemplateSource":
+        file = BUILTIN["pairwise" if pairwise else ("verdicts" if method == "verdicts" else "score")]
         return cls(name=f"builtin:{file}", text=builtin_text(file))
 
 
@@ -95,6 +96,7 @@ def spec_context(spec: Spec, steps: tuple[str, ...]) -> dict[str, Any]:
         "method": spec.scoring.method,
         "language": language,
         "verdict_levels": list(VERDICT_LEVELS),
+        "pairwise": spec.pairwise is not None,
     }
 
 
@@ -108,7 +110,7 @@ class Renderer:
         self.spec = spec
         self.source = source
         self.base = spec_context(spec, steps)
-        self.case_vars = tuple(spec.data.fields) + CASE_VARS
+        self.case_vars = tuple(spec.data.fields) + CASE_VARS + (PAIR_VARS if spec.pairwise else ())
         self._includes: dict[str, str] = {}
 
         def load(name: str):
@@ -161,10 +163,15 @@ class Renderer:
             raise TemplateError(problems=problems)
 
     # -- rendering ------------------------------------------------------------
-    def context(self, fields: Mapping[str, str], findings: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    def context(self, fields: Mapping[str, str], findings: list[dict[str, Any]] | None = None,
+                swapped: bool = False) -> dict[str, Any]:
         ctx = dict(self.base)
         ctx.update(fields)
         ctx["findings"] = list(findings or [])
+        if self.spec.pairwise is not None:
+            first, second = self.spec.pairwise.candidates
+            a, b = fields.get(first, ""), fields.get(second, "")
+            ctx["candidate_a"], ctx["candidate_b"] = (b, a) if swapped else (a, b)
         return ctx
 
     def _run(self, ctx: dict[str, Any]) -> tuple[Message, ...]:
@@ -194,13 +201,13 @@ class Renderer:
             tb = tb.tb_next
         return found
 
-    def render(self, case_id: str, fields: Mapping[str, str],
-               findings: list[dict[str, Any]] | None = None) -> Rendered:
-        return Rendered(case_id=case_id, messages=self._run(self.context(fields, findings)))
+    def render(self, case_id: str, fields: Mapping[str, str], findings: list[dict[str, Any]] | None = None,
+               swapped: bool = False) -> Rendered:
+        return Rendered(case_id=case_id, messages=self._run(self.context(fields, findings, swapped)))
 
     def static_prefix(self) -> str:
         """The serialised text that every case's prompt starts with."""
-        probe_fields = {name: _SENTINEL for name in self.spec.data.fields}
+        probe_fields = {name: _SENTINEL for name in self.spec.data.fields}  # (pair variables follow the fields)
         probe = [{"kind": _SENTINEL, "message": _SENTINEL, "start": 0, "end": 0, "text": _SENTINEL}]
         text = serialise(self._run(self.context(probe_fields, probe)))
         cut = text.find(_SENTINEL)

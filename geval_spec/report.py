@@ -21,7 +21,7 @@ import numpy as np
 
 from .analysis import (Frame, build_frame, correlations, default_grid, gate, level_result, levels_present,
                        splits_present, sweep, validity)
-from .diagnostics import diagnose
+from .diagnostics import diagnose, language_summary, length_quartiles, panel_summary, position_summary
 from .runs import Loaded
 from .stats import METRICS
 
@@ -126,7 +126,7 @@ def build(loaded: Loaded, temperature: float | None = None,
     """The whole report as a JSON-ready dict with a fixed key order (and the frame it came from)."""
     source = loaded.source
     spec = source.spec
-    frame = build_frame(source, loaded.case_ids, loaded.judgments, temperature=temperature)
+    frame = loaded.frame(temperature)
     corr = correlations(frame, spec)
     g = gate(frame, spec, corr)
     diag = diagnose(frame, spec)
@@ -137,6 +137,7 @@ def build(loaded: Loaded, temperature: float | None = None,
                  "analysis_fingerprint": source.analysis_fp, "file": loaded.spec_file},
         "run": {"id": loaded.run.run_id, "kind": loaded.run.kind,
                 "judge": judges[0] if len(judges) == 1 else judges, "method": spec.scoring.method,
+                "ensemble": spec.ensemble if len(judges) > 1 else None,
                 "temperature": _r(frame.temperature), "data": source.data_display,
                 "data_sha256": source.run_data_sha256},
         "cases": _cases_block(frame, splits),
@@ -144,11 +145,15 @@ def build(loaded: Loaded, temperature: float | None = None,
         "gate": {"metric": g.metric, "level": g.level, "split": g.split, "threshold": g.threshold,
                  "value": _r(g.value), "ci_low": _r(g.ci_low), "ci_high": _r(g.ci_high), "n": g.n,
                  "validity": _r(g.validity), "min_validity": g.min_validity, "passed": g.passed, "reason": g.reason},
-        "diagnostics": {"validity": diag.validity, "compression": diag.compression, "length": diag.length,
-                        "pass_mark": diag.pass_mark},
+        "diagnostics": {"validity": diag.validity, "compression": diag.compression,
+                        "length": {**diag.length, **({"quartiles": length_quartiles(frame)}
+                                                     if spec.bias.length == "report" else {})},
+                        "pass_mark": diag.pass_mark, "position": position_summary(loaded.judgments),
+                        "language": language_summary(frame, spec, loaded.findings)},
         "sample_size": diag.sample_size,
         "agreement": diag.agreement,
         "judges": per_judge(frame, spec),
+        "panel": panel_summary(frame, loaded.run.judges if isinstance(loaded.run.judges, list) else []),
         "sweep": None,
         "disagreements": disagreements(frame),
         "bootstrap": {"draws": spec.bootstrap.draws, "seed": spec.bootstrap.seed, "unit": spec.bootstrap.unit,
@@ -156,7 +161,7 @@ def build(loaded: Loaded, temperature: float | None = None,
         "warnings": list(frame.warnings),
     }
     if spec.scoring.method == "verdicts" and spec.split is not None:
-        report["sweep"] = sweep_block(sweep(source, loaded.case_ids, loaded.judgments))
+        report["sweep"] = sweep_block(sweep(source, loaded.case_ids, loaded.judgments, findings=loaded.findings))
     if extra:
         report.update(extra)
     return report, frame
@@ -238,12 +243,24 @@ def to_markdown(r: dict[str, Any]) -> str:
             lines.append(f"| {md_escape(name)} | {f3(e['validity'])} | {e['n']} | {est_md(e['spearman'])} | "
                          f"{est_md(e['pearson'])} | {est_md(e['kendall'])} |")
         lines.append("")
-        if r.get("panel"):
-            p = r["panel"]
-            lines += [f"Agreement between judges: Krippendorff's alpha (interval) {f3(p.get('alpha_interval'))} "
-                      f"over {p.get('n')} cases.", ""]
-            for flag in p.get("self_preference", []):
-                lines += [f"> self-preference: {md_escape(flag)}", ""]
+        p = r.get("panel") or {}
+        if p.get("alpha_interval") is not None or "n" in p:
+            lines += [f"Agreement between the judges: Krippendorff's alpha (interval) {f3(p.get('alpha_interval'))} "
+                      f"over {p.get('n')} cases judged by at least two of them. The panel's score is the "
+                      f"{r['run'].get('ensemble', 'mean')} of its judges.", ""]
+    p = r.get("panel") or {}
+    if p.get("self_preference"):
+        lines += ["### Self-preference", "",
+                  "Judge minus human score (0..1) on candidates of the judge's own model family and on the others.", "",
+                  "| judge | family | own n | own gap | other n | other gap | difference |",
+                  "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+        for row in p["self_preference"]:
+            lines.append(f"| {md_escape(row['judge'])} | {md_escape(row['family'])} | {row['own_n']} | "
+                         f"{f3(row['own_gap'])} | {row['other_n']} | {f3(row['other_gap'])} | "
+                         f"{f3(row['self_preference'])} |")
+        lines.append("")
+        for flag in p.get("flags", []):
+            lines += [f"> self-preference: {md_escape(flag)}", ""]
 
     d = r["diagnostics"]
     c = d["compression"]
@@ -266,6 +283,32 @@ def to_markdown(r: dict[str, Any]) -> str:
         lines += [f"Spearman with the candidate's length in words: judge {f3(lb['judge_vs_length'])}, humans "
                   f"{f3(lb['human_vs_length'])}, difference {f3(lb['difference'])}."
                   + (f" {lb['note']}." if lb.get("note") else ""), ""]
+    if lb.get("quartiles"):
+        lines += ["By quarter of candidate length (scores on 0..1):", "", "| quarter | words | n | judge | human | gap |",
+                  "| ---: | --- | ---: | ---: | ---: | ---: |"]
+        lines += [f"| {q['quartile']} | {q['words']} | {q['n']} | {f3(q['judge'])} | {f3(q['human'])} | "
+                  f"{q['gap']:+.3f} |" for q in lb["quartiles"]]
+        lines.append("")
+    pos = d.get("position")
+    if pos:
+        lines += ["### Position bias", "",
+                  f"Both orders valid for {pos['both_orders_valid']} cases; the judge picked the same candidate in "
+                  f"both orders for {pos['consistent']} (position consistency {f3(pos['consistency'])}). "
+                  f"Resolution: {pos['rule']}.", ""]
+    lang = d.get("language")
+    if lang:
+        lines += [f"### Language pre-checks ({lang['code']}, formality {lang['formality']})", "",
+                  f"{lang['cases_flagged']} of {lang['cases']} cases have findings. Mean human score (0..1): "
+                  f"flagged {f3(lang['human_flagged'])}, clean {f3(lang['human_clean'])}."
+                  + (f" Penalty per finding: {', '.join(f'{k} {v}' for k, v in lang['penalty'].items())}."
+                     if lang["penalty"] else ""), ""]
+        if lang["kinds"]:
+            lines += ["| kind | cases | findings | example |", "| --- | ---: | ---: | --- |"]
+            for kind, k in lang["kinds"].items():
+                ex = k["examples"][0]
+                lines.append(f"| {kind} | {k['cases']} | {k['findings']} | {md_escape(ex['case_id'])}: "
+                             f"{md_escape(ex['message'])} |")
+            lines.append("")
     pm = d["pass_mark"]
     if pm:
         o = pm["overall"]

@@ -30,8 +30,9 @@ from .execute import Outcome, Progress, Route, Settings, completion_of, run_requ
 from .load import ParsedSpec, load_spec
 from .model import GenerateSteps, Judge
 from .plan import Plan, Request, make_request, method_requests, prepare_requests
+from .precheck import precheck
 from .render import Message, Rendered
-from .scoring import Judgment, judge_scores, judge_verdicts, parse_verdicts
+from .scoring import Judgment, judge_pairwise, judge_scores, judge_verdicts, parse_verdicts
 from .splits import assign_splits
 from .store import RunInfo, Store, new_run_id
 
@@ -180,34 +181,19 @@ def needs_steps(parsed: ParsedSpec, regenerate: bool) -> bool:
     return any(w.message.startswith("generated steps in") for w in parsed.warnings)  # stale lock
 
 
-# -- language pre-checks -------------------------------------------------------------
-def precheck(parsed: ParsedSpec, cases: Sequence[Case]) -> dict[str, list]:
-    """Findings of the spec's language checker per case (empty without one)."""
-    language = parsed.spec.language
-    if language is None:
-        return {}
-    from .plugins import load_plugins
-
-    registry = load_plugins()
-    checker = registry.checker_for(language.code)
-    if checker is None:
-        failed = "; ".join(f"{n}: {e}" for n, e in registry.failed)
-        raise SpecError(problems=[parsed.key_problem(
-            ("language", "code"), f"no installed plugin checks language {language.code!r}"
-            + (f" (plugins that failed to load: {failed})" if failed else ""))])
-    out = {}
-    for case in cases:
-        field_name = "candidate" if "candidate" in case.fields else next(iter(case.fields))
-        found = checker(language, case.fields[field_name])
-        if found:
-            out[case.id] = found
-    return out
-
-
 # -- scoring -------------------------------------------------------------------------
-def score_case(parsed: ParsedSpec, method: str, judge: Judge, case_id: str,
+def score_case(parsed: ParsedSpec, method: str, judge: Judge, case_id: str, requests: Sequence[Request],
                completions: Sequence[Completion | None], errors: Sequence[str | None]) -> Judgment:
     spec = parsed.spec
+    if spec.pairwise is not None:
+        shown = [ch for r, c in zip(requests, completions) if c is not None and r.purpose != "swap" for ch in c.choices]
+        swapped = [ch for r, c in zip(requests, completions) if c is not None and r.purpose == "swap"
+                   for ch in c.choices]
+        failed = [e for c, e in zip(completions, errors) if c is None]
+        if not shown and not swapped:
+            return Judgment.invalid(case_id, judge.label, method, f"request failed: {failed[0] if failed else '?'}")
+        has_swap = any(r.purpose == "swap" for r in requests)
+        return judge_pairwise(case_id, judge.label, method, shown, swapped if has_swap else None)
     for c, err in zip(completions, errors):
         if c is None:
             return Judgment.invalid(case_id, judge.label, method, f"request failed: {err or 'no response'}")
@@ -377,7 +363,7 @@ def build_judgments(parsed: ParsedSpec, plan: Plan, judges: Sequence[Judge], sto
                     fallback += method_requests(judge, prompt, fb, parsed.spec.scoring.samples, purpose="fallback")
                 judgments.append(Judgment.invalid(case_id, judge.label, method, "no logprobs (fallback pending)"))
                 continue
-            judgments.append(score_case(parsed, method, judge, case_id, comps, errs))
+            judgments.append(score_case(parsed, method, judge, case_id, reqs, comps, errs))
     return judgments, fallback
 
 
@@ -397,7 +383,7 @@ def apply_fallback(parsed: ParsedSpec, judges: Sequence[Judge], judgments: list[
             continue
         comps = [completions.get(r.hash) for r in reqs]
         errs = [outcomes[r.hash].error if r.hash in outcomes else None for r in reqs]
-        new = score_case(parsed, fb, label_to_judge[j.judge], j.case_id, comps, errs)
+        new = score_case(parsed, fb, label_to_judge[j.judge], j.case_id, reqs, comps, errs)
         out.append(replace(new, details={**dict(new.details), "fallback_from": "logprobs"}))
     return out
 

@@ -9,7 +9,7 @@ calibration is recomputed from stored judgments without any judge call.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .analysis import Source
@@ -29,6 +29,17 @@ class Loaded:
     label: str  # how the user named it
     spec_file: str
     resolved: dict  # the resolved spec: stored with the run, or the REF's current one
+    findings: dict = field(default_factory=dict)  # case id -> language pre-check findings
+
+    def frame(self, temperature: float | None = None):
+        return frame_of(self, temperature)
+
+
+def frame_of(loaded: "Loaded", temperature: float | None = None):
+    from .analysis import build_frame
+
+    return build_frame(loaded.source, loaded.case_ids, loaded.judgments, temperature=temperature,
+                       findings=loaded.findings)
 
 
 def source_of_run(run: RunInfo) -> Source:
@@ -57,7 +68,7 @@ def load(store: Store, project: Project, what: str, kinds: tuple[str, ...] = ("r
         source = source_of_run(run)
         return Loaded(source=source, run=run, case_ids=tuple(store.run_case_ids(run.run_id)),
                       judgments=tuple(store.judgments(run.run_id)), label=what, spec_file=run.spec_file,
-                      resolved=run.spec_json)
+                      resolved=run.spec_json, findings=store.findings(run.run_id))
     from .load import load_spec
 
     parsed = load_spec(project.resolve(what))
@@ -67,7 +78,7 @@ def load(store: Store, project: Project, what: str, kinds: tuple[str, ...] = ("r
                     run_data_sha256=run.data_sha256, run_judges=tuple(_labels(run)), key_problem=parsed.key_problem)
     return Loaded(source=source, run=run, case_ids=tuple(store.run_case_ids(run.run_id)),
                   judgments=tuple(store.judgments(run.run_id)), label=what, spec_file=parsed.source.display,
-                  resolved=parsed.resolved())
+                  resolved=parsed.resolved(), findings=store.findings(run.run_id))
 
 
 def _labels(run: RunInfo) -> list[str]:

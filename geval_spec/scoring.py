@@ -335,6 +335,71 @@ def judge_scores(scores: Sequence[int], method: str, case_id: str, judge: str,
     raise ValueError(f"not a score method: {method}")
 
 
+PREFERENCE = {"a": 1.0, "b": 0.0, "tie": 0.5}
+PAIRWISE_RULE = "the mean of both orders: orders that disagree give a tie (0.5)"
+
+
+def parse_preference(text: str | None) -> tuple[str | None, str | None]:
+    """'a', 'b' or 'tie' under the pairwise contract, or the reason it is invalid."""
+    obj, reason = extract_json(text, "preferred")
+    if obj is None:
+        return None, reason
+    for key in ("reasoning", "errors", "preferred"):
+        if key not in obj:
+            return None, f"missing key '{key}'"
+    if not isinstance(obj["reasoning"], str):
+        return None, "'reasoning' is not text"
+    if not isinstance(obj["errors"], list) or not all(isinstance(e, str) for e in obj["errors"]):
+        return None, "'errors' is not a list of text"
+    pref = str(obj["preferred"]).strip().lower().removeprefix("candidate ").strip()
+    if pref not in PREFERENCE:
+        return None, f"preferred {obj['preferred']!r} is not A, B or tie"
+    return pref, None
+
+
+def _order_value(choices: Sequence[Choice], swapped: bool) -> tuple[float | None, str | None, int]:
+    """Preference for the first candidate from one order's choices (mean over samples)."""
+    values, reasons = [], []
+    for choice in choices:
+        pref, reason = parse_preference(choice.text)
+        if pref is None:
+            reasons.append(reason)
+            continue
+        v = PREFERENCE[pref]
+        values.append(1.0 - v if swapped else v)
+    if not values:
+        return None, reasons[0] if reasons else "no output", len(choices)
+    return sum(values) / len(values), None, len(choices) - len(values)
+
+
+def judge_pairwise(case_id: str, judge: str, method: str, shown: Sequence[Choice],
+                   swapped: Sequence[Choice] | None) -> Judgment:
+    """Preference for the first candidate (1 A, 0 B, 0.5 tie); with a swap, both orders.
+
+    Disagreements between the orders are resolved by the mean of both orders,
+    so an A in one order and a B in the other become a tie.
+    """
+    v_ab, r_ab, bad_ab = _order_value(shown, swapped=False)
+    details: dict[str, Any] = {"order_ab": v_ab}
+    if swapped is None:
+        if v_ab is None:
+            return Judgment.invalid(case_id, judge, method, r_ab or "invalid", **details)
+        return Judgment(case_id=case_id, judge=judge, method=method, score=v_ab, valid=True, details=details)
+    v_ba, r_ba, bad_ba = _order_value(swapped, swapped=True)
+    details.update({"order_ba": v_ba, "rule": PAIRWISE_RULE})
+    valid = [v for v in (v_ab, v_ba) if v is not None]
+    if not valid:
+        return Judgment.invalid(case_id, judge, method, f"both orders invalid: {r_ab}", **details)
+    if v_ab is not None and v_ba is not None:
+        side = lambda v: (v > 0.5) - (v < 0.5)  # noqa: E731
+        details["consistent"] = side(v_ab) == side(v_ba)
+    else:
+        details["consistent"] = None
+        details["one_order_invalid"] = r_ab or r_ba
+    return Judgment(case_id=case_id, judge=judge, method=method, score=sum(valid) / len(valid), valid=True,
+                    details=details)
+
+
 def judge_verdicts(case_id: str, judge: str, verdicts: tuple[Verdict, ...] | None, reason: str | None,
                    aggregation) -> Judgment:
     """A TCVA judgment from parsed verdicts, under the spec's aggregation settings."""

@@ -1,0 +1,63 @@
+"""The checker geval-spec calls for ``language.code`` nl, nl-NL and nl-BE."""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+from geval_spec.plugins import Finding
+
+from . import compounds, formality
+
+
+@lru_cache(maxsize=1)
+def flemish() -> tuple[str, ...]:
+    """Belgian Dutch words and constructions that are standard in Flanders (never flagged)."""
+    text = resources.files("geval_spec_nl").joinpath("flemish.txt").read_text(encoding="utf-8")
+    return tuple(line.strip().lower() for line in text.splitlines() if line.strip() and not line.startswith("#"))
+
+
+def protected_spans(text: str, phrases) -> list[tuple[int, int]]:
+    spans = []
+    low = text.lower()
+    for phrase in phrases:
+        for m in re.finditer(rf"(?<!\w){re.escape(phrase.lower())}(?!\w)", low):
+            spans.append((m.start(), m.end()))
+    return spans
+
+
+def _overlaps(spans, start: int, end: int) -> bool:
+    return any(a < end and start < b for a, b in spans)
+
+
+def check(language: Any, text: str) -> list[Finding]:
+    phrases = list(language.lexicon)
+    if language.code.endswith("-BE") or language.code == "nl":
+        phrases += list(flemish())
+    protected = protected_spans(text, phrases)
+    found: list[Finding] = []
+    formal, informal = formality.markers(text)
+    wanted = language.formality
+    if wanted == "u":
+        flagged = [(t, f"informal '{t.text}' where the reader is addressed formally (u)") for t in informal]
+    elif wanted == "je":
+        flagged = [(t, f"formal '{t.text}' where the reader is addressed informally (je)") for t in formal]
+    else:
+        flagged = []
+        if formal and informal:
+            minority, form = (formal, "formal") if len(formal) < len(informal) else (informal, "informal")
+            flagged = [(t, f"{form} '{t.text}' in a text that also uses the other form of address")
+                       for t in minority]
+    for tok, message in flagged:
+        if not _overlaps(protected, tok.start, tok.end):
+            found.append(Finding("formality", message, tok.start, tok.end, tok.text))
+    if language.compounds:
+        for a, b, joined, r in compounds.candidates(text, language.compound_ratio):
+            if _overlaps(protected, a.start, b.end):
+                continue
+            span = text[a.start:b.end]
+            found.append(Finding("compound", f"'{span}' is probably one word: '{joined}'", a.start, b.end, span))
+    found.sort(key=lambda f: (f.start, f.kind))
+    return found

@@ -1,0 +1,207 @@
+"""The Dutch plugin and the bias controls, end to end against the local server."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sys
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, cli
+from e2e_helpers import make_project
+from openai_server import FakeOpenAI, ServerConfig
+
+sys.path.insert(0, str(ROOT / "plugins" / "nl" / "eval"))
+
+
+def test_the_plugin_loads_through_the_entry_point_group():
+    names = [ep.name for ep in entry_points(group="geval_spec.plugins")]
+    assert "nl" in names
+    from geval_spec.plugins import load_plugins
+
+    registry = load_plugins()
+    assert "nl" in registry.loaded and registry.checker_for("nl-BE") is registry.checker_for("nl-NL")
+
+
+def test_labelled_sentences_meet_the_targets():
+    from evaluate import evaluate, load
+
+    rows = load()
+    assert len(rows) >= 60
+    r = evaluate(rows)
+    assert r["formality"]["precision"] >= 0.9 and r["formality"]["recall"] >= 0.9
+    assert r["compounds"]["precision"] >= 0.8
+    assert r["flemish_flagged"] == []
+
+
+def test_findings_positions_and_lexicon():
+    from geval_spec.model import Language
+    from geval_spec_nl import check
+
+    text = "U kunt hier terecht. Heb je vragen over de hoofd pijn?"
+    found = check(Language(code="nl-NL", formality="u", compounds=True), text)
+    assert [(f.kind, text[f.start:f.end]) for f in found] == [("formality", "je"), ("compound", "hoofd pijn")]
+    mixed = check(Language(code="nl-NL", formality="any"), "Je kunt u aanmelden en je krijgt een mail.")
+    assert [f.text for f in mixed] == ["u"]  # the minority form in a mixture
+    lex = check(Language(code="nl-NL", formality="any", compounds=True, lexicon=["team leider"]),
+                "De team leider komt.")
+    assert lex == []
+
+
+def dutch_project(tmp_path: Path, base_url: str) -> Path:
+    shutil.copytree(ROOT / "specs", tmp_path / "specs")
+    spec = tmp_path / "specs" / "nl-samenvatting-consistentie.yaml"
+    spec.write_text(spec.read_text().replace("  top_logprobs: 20", f"  top_logprobs: 20\n  api_base: {base_url}\n"
+                                             "  client: openai-http"))
+    return tmp_path
+
+
+def test_dutch_spec_end_to_end_with_findings_in_render_and_report(tmp_path):
+    with FakeOpenAI(ServerConfig()) as srv:
+        root = dutch_project(tmp_path, srv.base_url)
+        rendered = cli("render", "nl-samenvatting-consistentie", "--case", "hoofdpijn-2", cwd=root)
+        assert rendered.code == 0, rendered.err
+        assert "Automatic pre-checks found these issues" in rendered.out and "hoofd pijn" in rendered.out
+        res = cli("run", "nl-samenvatting-consistentie", cwd=root)
+        assert res.code in (0, 1), res.err
+        run_id = res.out.strip().splitlines()[-1]
+        sent = srv.state.total
+        bodies = [b["messages"][-1]["content"] for b in srv.state.bodies]
+        assert any("formality: informal 'je'" in b for b in bodies)
+    cassette = tmp_path / "nl.cassette.jsonl"
+    assert cli("export", run_id, "--cassette", str(cassette), cwd=root).code == 0
+    fresh = tmp_path / "fresh.duckdb"
+    replay = cli("run", "nl-samenvatting-consistentie", "--replay", str(cassette), "--db", str(fresh), cwd=root)
+    assert replay.code in (0, 1), replay.err
+    assert srv.state.total == sent
+    md = cli("report", "nl-samenvatting-consistentie", "--db", str(fresh), "--out", "-", cwd=root).out
+    assert "### Language pre-checks (nl-NL, formality u)" in md
+    assert "| formality |" in md and "| compound |" in md
+    data = json.loads(cli("report", "nl-samenvatting-consistentie", "--db", str(fresh), "--format", "json", "--out",
+                          "-", cwd=root).out)
+    lang = data["diagnostics"]["language"]
+    assert lang["kinds"]["compound"]["cases"] == 2 and lang["kinds"]["formality"]["cases"] == 4
+    assert {e["case_id"] for e in lang["kinds"]["compound"]["examples"]} == {"hoofdpijn-2", "software-2"}
+    # nothing from the Flemish sentences is flagged
+    flagged_texts = [e["text"].lower() for k in lang["kinds"].values() for e in k["examples"]]
+    assert "gelet op" not in flagged_texts and "vastgoedmakelaar" not in flagged_texts
+    assert data["diagnostics"]["length"]["quartiles"]  # bias.length: report
+
+
+def test_penalty_is_analysis_only(tmp_path):
+    with FakeOpenAI(ServerConfig()) as srv:
+        root = dutch_project(tmp_path, srv.base_url)
+        assert cli("run", "nl-samenvatting-consistentie", cwd=root).code in (0, 1)
+        before = json.loads(cli("report", "nl-samenvatting-consistentie", "--format", "json", "--out", "-",
+                                cwd=root).out)
+        spec = root / "specs" / "nl-samenvatting-consistentie.yaml"
+        spec.write_text(spec.read_text().replace("  lexicon: [vastgoedmakelaar, gelet op]",
+                                                 "  lexicon: [vastgoedmakelaar, gelet op]\n  penalty: {compound: 1.0}"))
+        sent = srv.state.total
+        after = json.loads(cli("report", "nl-samenvatting-consistentie", "--format", "json", "--out", "-",
+                               cwd=root).out)
+        assert srv.state.total == sent
+        assert after["spec"]["fingerprint"] == before["spec"]["fingerprint"]
+        assert after["correlation"]["all"]["dataset"] != before["correlation"]["all"]["dataset"]
+
+
+def pairwise_judge(body, index):
+    """Prefers the candidate with the higher [[q=N]]; with [[first]] in the source it always says A."""
+    text = body["messages"][-1]["content"]
+    qa = int(re.search(r"Candidate A:\n.*?\[\[q=(\d)\]\]", text, re.S).group(1))
+    qb = int(re.search(r"Candidate B:\n.*?\[\[q=(\d)\]\]", text, re.S).group(1))
+    if "[[first]]" in text:
+        pref = "A"
+    else:
+        pref = "A" if qa > qb else ("B" if qb > qa else "tie")
+    return {"content": json.dumps({"reasoning": "compared", "errors": [], "preferred": pref})}
+
+
+def test_position_swap_end_to_end(tmp_path):
+    rows = []
+    for i in range(24):
+        qa, qb = (i % 5) + 1, ((i * 3) % 5) + 1
+        src = f"Question {i}." + (" [[first]]" if i % 4 == 0 else "")
+        human = 1.0 if qa > qb else (0.0 if qb > qa else 0.5)
+        rows.append({"id": f"p{i}", "doc": f"d{i // 2}", "src": src, "a": f"Answer one [[q={qa}]]",
+                     "b": f"Answer two [[q={qb}]]", "pref": human})
+    (tmp_path / "specs" / "data").mkdir(parents=True)
+    (tmp_path / "specs" / "data" / "pairs.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    with FakeOpenAI(ServerConfig(judge=pairwise_judge)) as srv:
+        (tmp_path / "specs" / "pairs.yaml").write_text(f"""name: pairs
+version: 1
+task: Choose the better answer.
+criterion: {{name: Helpfulness, description: The answer helps the asker.}}
+steps: [Read both answers., Decide which helps more.]
+pairwise: {{candidates: [answer_a, answer_b]}}
+scoring: {{method: direct}}
+bias: {{position_swap: true, length: report}}
+judge: {{model: openai/judge-small, api_base: {srv.base_url}, client: openai-http}}
+data:
+  path: data/pairs.jsonl
+  id: id
+  group: doc
+  fields: {{source: src, answer_a: a, answer_b: b}}
+  human: pref
+  human_scale: {{min: 0, max: 1}}
+calibration: {{split: all, threshold: 0.5}}
+""")
+        assert cli("validate", "pairs", cwd=tmp_path).code == 0
+        res = cli("run", "pairs", cwd=tmp_path)
+        assert res.code in (0, 1), res.err
+        assert srv.state.total == 48  # both orders for every case
+        swapped = [b for b in srv.state.bodies if "Candidate A:\nAnswer two" in b["messages"][-1]["content"]]
+        assert len(swapped) == 24
+    data = json.loads(cli("report", "pairs", "--format", "json", "--out", "-", cwd=tmp_path).out)
+    pos = data["diagnostics"]["position"]
+    # the [[first]] cases always say A: inconsistent whenever the two answers differ in quality
+    assert pos["both_orders_valid"] == 24 and 0 < pos["consistent"] < 24
+    assert pos["consistency"] == round(pos["consistent"] / 24, 4)
+    md = cli("report", "pairs", "--out", "-", cwd=tmp_path).out
+    assert "### Position bias" in md and "orders that disagree give a tie" in md
+
+
+def test_two_judge_panel_end_to_end(tmp_path):
+    def judge(body, index):
+        from openai_server import candidate_of
+
+        cand = candidate_of(body)
+        score = int(cand.split("[[score=")[1][0])
+        if body["model"] == "gpt-4.1-mini" and "fam=openai" in cand:
+            score = 5  # prefers its own family's candidates
+        return {"content": json.dumps({"reasoning": "r", "errors": [], "score": score})}
+
+    with FakeOpenAI(ServerConfig(judge=judge)) as srv:
+        root = make_project(tmp_path, srv.base_url, n=30, method="direct", client="openai-http")
+        data = root / "specs" / "data" / "cases.jsonl"
+        rows = [json.loads(x) for x in data.read_text().splitlines()]
+        for i, r in enumerate(rows):
+            r["family"] = "openai" if i % 2 else "anthropic"
+            r["cand"] += f" fam={r['family']}"
+        data.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+        spec = root / "specs" / "demo.yaml"
+        text = spec.read_text()
+        judge_block = text[text.index("judge:\n"):text.index("data:\n")]
+        text = text.replace(judge_block, f"""judges:
+  - {{model: openai/gpt-4.1-mini, api_base: {srv.base_url}, client: openai-http}}
+  - {{model: anthropic/claude-sonnet-4, name: claude, api_base: {srv.base_url}, client: openai-http}}
+ensemble: mean
+""").replace("  human: human\n", "  human: human\n  model_family: family\n")
+        spec.write_text(text)
+        res = cli("run", "demo", cwd=root)
+        assert res.code in (0, 1), res.err
+        assert srv.state.total == 60
+        assert {b["model"] for b in srv.state.bodies} == {"gpt-4.1-mini", "anthropic/claude-sonnet-4"}
+    report = json.loads(cli("report", "demo", "--format", "json", "--out", "-", cwd=root).out)
+    assert set(report["judges"]) == {"openai/gpt-4.1-mini", "claude"}
+    assert report["run"]["judge"] == ["claude", "openai/gpt-4.1-mini"] and report["run"]["ensemble"] == "mean"
+    panel = report["panel"]
+    assert panel["judges"] and panel["alpha_interval"] is not None
+    rows = {r["judge"]: r for r in panel["self_preference"]}
+    assert rows["openai/gpt-4.1-mini"]["flag"] is True and rows["claude"]["flag"] is False
+    md = cli("report", "demo", "--out", "-", cwd=root).out
+    assert "### Per judge" in md and "### Self-preference" in md and "> self-preference:" in md

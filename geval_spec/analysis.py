@@ -27,7 +27,7 @@ from .errors import Problem
 from .model import Spec
 from .scoring import Judgment
 from .splits import assign_splits
-from .stats import LEVELS, METRICS, Estimate, bootstrap, point
+from .stats import METRICS, Estimate, bootstrap, point
 from .tcva import DEFAULT_WEIGHTS, tcva_matrix
 
 SPLIT_NAMES = ("all", "examples", "dev", "test")

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from .errors import Problem
 from .model import VERDICT_LEVELS, Spec, SplitByField, SplitByHash
+from .registry import display_path
 from .yamlsource import YamlDocument
 
 
@@ -179,15 +180,8 @@ def file_problems(spec: Spec, doc: YamlDocument, base_dir: Path, template_exists
     data_path = base_dir / spec.data.path
     if not data_path.is_file():
         out.append(doc.problem(("data", "path"), f"data file not found: {spec.data.path} "
-                                                 f"(relative to {_rel(base_dir)})"))
+                                                 f"(relative to {display_path(base_dir)})"))
     if spec.prompt.template is not None and not template_exists(spec.prompt.template):
         out.append(doc.problem(("prompt", "template"), f"template not found: {spec.prompt.template} "
-                                                       f"(relative to {_rel(base_dir)})"))
+                                                       f"(relative to {display_path(base_dir)})"))
     return out
-
-
-def _rel(path: Path) -> str:
-    try:
-        return path.resolve().relative_to(Path.cwd().resolve()).as_posix() or "."
-    except ValueError:
-        return str(path)

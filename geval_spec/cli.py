@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -451,10 +452,6 @@ def open_store(db: Optional[Path]):
     return Store(path)
 
 
-def fmt_num(value: float | None, digits: int = 3) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
-
-
 @app.command()
 @handled
 def sweep(
@@ -577,6 +574,7 @@ def audit(
     from .diagnostics import audit as run_audit
     from .errors import InputError
     from .load import load_spec
+    from .report import f3
 
     if fmt not in ("md", "json"):
         raise InputError(problems=[Problem(f"--format must be md or json, not {fmt!r}")])
@@ -612,7 +610,7 @@ def audit(
              "(list the rater columns in data.human to measure it)")
     else:
         echo(f"Krippendorff's alpha over {len(a['raters'])} raters, {a['n']} cases: interval "
-             f"{fmt_num(a['alpha_interval'])}, ordinal {fmt_num(a['alpha_ordinal'])}")
+             f"{f3(a['alpha_interval'])}, ordinal {f3(a['alpha_ordinal'])}")
         if a["warning"]:
             echo(f"warning: {a['warning']}")
     echo("")
@@ -696,20 +694,25 @@ def report(
 
 
 def _shown(path: Path) -> str:
-    try:
-        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
-    except ValueError:
-        return str(path)
+    from .registry import display_path
 
-
-def _r(value: float | None, digits: int = 4) -> float | None:
-    return None if value is None else round(value, digits)
+    return display_path(path)
 
 
 def main() -> None:
+    """Console entry point.
+
+    pydantic's plugin scan is switched off (geval-spec's own models need
+    none), and the interpreter's teardown is skipped once output is flushed:
+    every command has closed its store and files by the time ``app`` returns,
+    and a normal exit spends 20-30 ms tearing down modules (see BENCHMARKS.md).
+    """
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     try:
         app()
+        code = 0
     except SystemExit as exc:
-        raise
-    except KeyboardInterrupt:  # pragma: no cover
-        sys.exit(130)
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

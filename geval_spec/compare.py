@@ -35,7 +35,8 @@ import numpy as np
 
 from .analysis import Frame, levels_present, splits_present
 from .hygiene import paired_resample
-from .report import _r, f3, md_escape
+from .diagnostics import rounded
+from .report import f3, md_escape
 from .runs import Loaded
 from .stats import METRICS, paired_difference
 
@@ -147,8 +148,8 @@ def compare(a: Loaded, b: Loaded, margin: float | None = None) -> dict[str, Any]
                 d = paired_difference(al.a[m], al.b[m], h[m], metric, level, units=units, draws=bs.draws,
                                       seed=bs.seed, conf=bs.level, groups=groups,
                                       systems=systems if level == "system" else None)
-                entry[metric] = {"a": _r(d.a), "b": _r(d.b), "difference": _r(d.diff), "ci_low": _r(d.ci_low),
-                                 "ci_high": _r(d.ci_high)}
+                entry[metric] = {"a": rounded(d.a), "b": rounded(d.b), "difference": rounded(d.diff), "ci_low": rounded(d.ci_low),
+                                 "ci_high": rounded(d.ci_high)}
                 n = d.n
             entry["n"] = n
             corr[split][level] = entry
@@ -170,8 +171,8 @@ def compare(a: Loaded, b: Loaded, margin: float | None = None) -> dict[str, Any]
         unit_groups = [g if g is not None else i for g, i, k in zip(frame.groups, frame.ids, labelled) if k] \
             if bs.unit == "group" and any(g is not None for g in frame.groups) else None
         diff, lo, hi, _ = paired_resample(db - da, bs.draws, bs.seed, groups=unit_groups, level=bs.level)
-        agreement.update({"a": _r(float(da.mean())), "b": _r(float(db.mean())), "difference": _r(diff),
-                          "ci_low": _r(lo), "ci_high": _r(hi),
+        agreement.update({"a": rounded(float(da.mean())), "b": rounded(float(db.mean())), "difference": rounded(diff),
+                          "ci_low": rounded(lo), "ci_high": rounded(hi),
                           "resampled": "groups" if unit_groups is not None else "cases"})
 
     # validity
@@ -180,9 +181,9 @@ def compare(a: Loaded, b: Loaded, margin: float | None = None) -> dict[str, Any]
     n_common = len(al.ids)
     newly_invalid = sorted(cid for cid, sa, sb in zip(al.ids, al.a_status, al.b_status) if sa == "valid" != sb)
     newly_valid = sorted(cid for cid, sa, sb in zip(al.ids, al.a_status, al.b_status) if sb == "valid" != sa)
-    validity = {"n": n_common, "a": _r(va / n_common) if n_common else None,
-                "b": _r(vb / n_common) if n_common else None,
-                "difference": _r((vb - va) / n_common) if n_common else None,
+    validity = {"n": n_common, "a": rounded(va / n_common) if n_common else None,
+                "b": rounded(vb / n_common) if n_common else None,
+                "difference": rounded((vb - va) / n_common) if n_common else None,
                 "newly_invalid": len(newly_invalid), "newly_valid": len(newly_valid),
                 "newly_invalid_cases": newly_invalid[:10], "newly_valid_cases": newly_valid[:10]}
 
@@ -194,8 +195,8 @@ def compare(a: Loaded, b: Loaded, margin: float | None = None) -> dict[str, Any]
     for i in order[:TOP_MOVED]:
         if abs(shift[i]) < 1e-9:
             break
-        moved.append({"case_id": al.ids[i], "split": frame.splits[i], "a": _r(float(an[i])), "b": _r(float(bn[i])),
-                      "shift": _r(float(shift[i])), "human": _r(float(hn[i])) if labelled[i] else None})
+        moved.append({"case_id": al.ids[i], "split": frame.splits[i], "a": rounded(float(an[i])), "b": rounded(float(bn[i])),
+                      "shift": rounded(float(shift[i])), "human": rounded(float(hn[i])) if labelled[i] else None})
 
     # regression gate
     cal = spec.calibration
@@ -223,7 +224,7 @@ def compare(a: Loaded, b: Loaded, margin: float | None = None) -> dict[str, Any]
         s = x.source.spec
         return {"ref": x.label, "run": x.run.run_id, "spec": s.name, "version": s.version, "file": x.spec_file,
                 "judging_fingerprint": x.source.judging_fp, "analysis_fingerprint": x.source.analysis_fp,
-                "method": s.scoring.method, "temperature": _r(fa.temperature if x is a else fb.temperature)}
+                "method": s.scoring.method, "temperature": rounded(fa.temperature if x is a else fb.temperature)}
 
     cls = change_class(a, b)
     diff = list(difflib.unified_diff(resolved_yaml(a.resolved), resolved_yaml(b.resolved), "A", "B", lineterm="",

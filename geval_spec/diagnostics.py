@@ -39,8 +39,13 @@ LENGTH_GAP = 0.2
 LOW_ALPHA = 0.667  # Krippendorff's lowest level for tentative conclusions
 
 
-def _r(x: float | None, digits: int = 4) -> float | None:
-    return None if x is None or (isinstance(x, float) and not math.isfinite(x)) else round(float(x), digits)
+def rounded(x: Any, digits: int = 4) -> Any:
+    """Fixed rounding for reports (None for missing or non-finite values); other types pass through."""
+    if x is None:
+        return None
+    if isinstance(x, (float, np.floating)):
+        return None if not math.isfinite(float(x)) else round(float(x), digits)
+    return x
 
 
 def compression(frame: Frame) -> dict[str, Any]:
@@ -65,9 +70,9 @@ def compression(frame: Frame) -> dict[str, Any]:
         suggestion = ("Give the rubric's end anchors sharp, checkable conditions (what must be true for the top "
                       "score, what alone earns the bottom one), add examples for the extremes, or judge pairs "
                       "and convert preferences to ranks.")
-    return {"n": int(j.size), "judge_sd": _r(jsd), "human_sd": _r(hsd), "sd_ratio": _r(ratio),
-            "judge_extreme_share": _r(ext_j), "human_extreme_share": _r(ext_h), "spearman": _r(sp),
-            "pearson": _r(pe), "flag": bool(flags), "reasons": flags, "suggestion": suggestion}
+    return {"n": int(j.size), "judge_sd": rounded(jsd), "human_sd": rounded(hsd), "sd_ratio": rounded(ratio),
+            "judge_extreme_share": rounded(ext_j), "human_extreme_share": rounded(ext_h), "spearman": rounded(sp),
+            "pearson": rounded(pe), "flag": bool(flags), "reasons": flags, "suggestion": suggestion}
 
 
 def length_bias(frame: Frame) -> dict[str, Any]:
@@ -78,7 +83,7 @@ def length_bias(frame: Frame) -> dict[str, Any]:
     hl = correlation(frame.human[keep], frame.lengths[keep], "spearman")
     diff = jl - hl if math.isfinite(jl) and math.isfinite(hl) else math.nan
     flag = math.isfinite(diff) and diff > LENGTH_GAP
-    return {"n": int(keep.sum()), "judge_vs_length": _r(jl), "human_vs_length": _r(hl), "difference": _r(diff),
+    return {"n": int(keep.sum()), "judge_vs_length": rounded(jl), "human_vs_length": rounded(hl), "difference": rounded(diff),
             "flag": bool(flag),
             "note": ("the judge rewards length more than the humans do: add a clause against padding "
                      "(bias.length: penalize)") if flag else None}
@@ -91,7 +96,7 @@ def validity_report(frame: Frame) -> dict[str, Any]:
         if status != "valid":
             key = (reason or status).split(" (after")[0]
             reasons[key] = reasons.get(key, 0) + 1
-    return {"n": n, "valid": valid, "invalid": invalid, "missing": missing, "validity": _r(rate),
+    return {"n": n, "valid": valid, "invalid": invalid, "missing": missing, "validity": rounded(rate),
             "reasons": dict(sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))}
 
 
@@ -112,11 +117,11 @@ def pass_mark_summary(frame: Frame, spec: Spec) -> dict[str, Any] | None:
     out = summary(rows)
 
     def rounded(m: dict) -> dict:
-        return {k: (_r(v) if isinstance(v, float) else v) for k, v in m.items()}
+        return {k: (rounded(v) if isinstance(v, float) else v) for k, v in m.items()}
 
     return {"pass_mark": mark, "overall": rounded(out["overall"]),
             "categories": {k: rounded(v) for k, v in out["groups"].items()},
-            "macro_category_accuracy": _r(out["macro_group_accuracy"])}
+            "macro_category_accuracy": rounded(out["macro_group_accuracy"])}
 
 
 def agreement(frame: Frame, spec: Spec) -> dict[str, Any] | None:
@@ -134,7 +139,7 @@ def agreement(frame: Frame, spec: Spec) -> dict[str, Any] | None:
             value = float(krippendorff.alpha(reliability_data=data, level_of_measurement=level))
         except (ValueError, ZeroDivisionError):
             value = math.nan
-        out[f"alpha_{level}"] = _r(value)
+        out[f"alpha_{level}"] = rounded(value)
     low = [k for k in ("alpha_interval", "alpha_ordinal") if out[k] is not None and out[k] < LOW_ALPHA]
     out["warning"] = (f"human agreement is low ({', '.join(f'{k} {out[k]}' for k in low)} < {LOW_ALPHA}): "
                       "the human labels are too noisy to hold a judge to a high bar") if low else None
@@ -215,8 +220,8 @@ def length_quartiles(frame: Frame) -> list[dict[str, Any]]:
         m = bins == q
         if m.any():
             out.append({"quartile": q + 1, "words": f"{int(lengths[m].min())}-{int(lengths[m].max())}", "n": int(m.sum()),
-                        "judge": _r(float(j[m].mean())), "human": _r(float(h[m].mean())),
-                        "gap": _r(float(j[m].mean() - h[m].mean()))})
+                        "judge": rounded(float(j[m].mean())), "human": rounded(float(h[m].mean())),
+                        "gap": rounded(float(j[m].mean() - h[m].mean()))})
     return out
 
 
@@ -244,8 +249,8 @@ def language_summary(frame: Frame, spec: Spec, findings: dict[str, list[dict]]) 
             "cases_flagged": int(flagged.sum()), "cases": frame.n,
             "kinds": {k: {"cases": len(v["cases"]), "findings": v["findings"], "examples": v["examples"]}
                       for k, v in sorted(kinds.items())},
-            "human_flagged": _r(float(with_h.mean())) if with_h.size else None,
-            "human_clean": _r(float(without_h.mean())) if without_h.size else None,
+            "human_flagged": rounded(float(with_h.mean())) if with_h.size else None,
+            "human_clean": rounded(float(without_h.mean())) if without_h.size else None,
             "penalty": dict(spec.language.penalty)}
 
 
@@ -256,7 +261,7 @@ def position_summary(judgments) -> dict[str, Any] | None:
         return None
     consistent = sum(1 for j in both if j.details["consistent"])
     return {"both_orders_valid": len(both), "consistent": consistent,
-            "consistency": _r(consistent / len(both)) if both else None,
+            "consistency": rounded(consistent / len(both)) if both else None,
             "one_order_only": sum(1 for j in judgments if j.valid and j.details.get("consistent") is None),
             "rule": "the mean of both orders: orders that disagree give a tie (0.5)"}
 
@@ -289,7 +294,7 @@ def panel_summary(frame: Frame, judges: list[dict[str, Any]]) -> dict[str, Any] 
             alpha = float(krippendorff.alpha(reliability_data=data[:, usable], level_of_measurement="interval"))
         except (ValueError, ZeroDivisionError):
             alpha = math.nan
-        out.update({"judges": names, "n": int(usable.sum()), "alpha_interval": _r(alpha)})
+        out.update({"judges": names, "n": int(usable.sum()), "alpha_interval": rounded(alpha)})
     fams = [f for f in frame.families]
     flags = []
     if any(f is not None for f in fams):
@@ -305,9 +310,9 @@ def panel_summary(frame: Frame, judges: list[dict[str, Any]]) -> dict[str, Any] 
             own = np.asarray([f is not None and f.lower() == family for f in fams]) & ~np.isnan(gap)
             other = np.asarray([f is not None and f.lower() != family for f in fams]) & ~np.isnan(gap)
             row = {"judge": name, "family": family, "own_n": int(own.sum()), "other_n": int(other.sum()),
-                   "own_gap": _r(float(gap[own].mean())) if own.any() else None,
-                   "other_gap": _r(float(gap[other].mean())) if other.any() else None}
-            row["self_preference"] = (_r(row["own_gap"] - row["other_gap"])
+                   "own_gap": rounded(float(gap[own].mean())) if own.any() else None,
+                   "other_gap": rounded(float(gap[other].mean())) if other.any() else None}
+            row["self_preference"] = (rounded(row["own_gap"] - row["other_gap"])
                                       if row["own_gap"] is not None and row["other_gap"] is not None else None)
             row["flag"] = bool(row["self_preference"] is not None and row["self_preference"] > 0.1 and own.sum() >= 5)
             if row["flag"]:

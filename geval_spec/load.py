@@ -35,6 +35,7 @@ class ParsedSpec:
     judging_fp: str
     analysis_fp: str
     warnings: tuple[Problem, ...] = field(default=())
+    steps_stale: bool = False  # the lock was generated from another task, criterion, count or model
     compiled: Renderer | None = field(default=None, compare=False, repr=False)
 
     @property
@@ -47,9 +48,9 @@ class ParsedSpec:
 
     @property
     def data_display(self) -> str:
-        from .registry import _display
+        from .registry import display_path
 
-        return _display(self.data_path, self.source.root)
+        return display_path(self.data_path, self.source.root)
 
     @property
     def lock_path(self) -> Path:
@@ -110,6 +111,7 @@ def load_spec(source: SpecSource) -> ParsedSpec:
     template = _template_source(spec, source)
     steps: tuple[str, ...] = tuple(spec.steps) if isinstance(spec.steps, list) else ()
     lock = None
+    stale = None
     if isinstance(spec.steps, GenerateSteps):
         rel = f"{spec.name}.lock.yaml"
         try:
@@ -126,7 +128,8 @@ def load_spec(source: SpecSource) -> ParsedSpec:
     renderer = Renderer(spec, template, steps)
     judging, analysis = fingerprints(spec, steps, template.text)
     return ParsedSpec(spec=spec, source=source, doc=doc, template=template, steps=steps, lock=lock,
-                      judging_fp=judging, analysis_fp=analysis, warnings=tuple(warnings), compiled=renderer)
+                      judging_fp=judging, analysis_fp=analysis, warnings=tuple(warnings), steps_stale=stale is not None,
+                      compiled=renderer)
 
 
 def deep_check(parsed: ParsedSpec) -> tuple[Dataset, list[Problem]]:

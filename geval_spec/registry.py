@@ -57,7 +57,7 @@ class SpecSource:
                 raise FileNotFoundError(target)
             return f"{target}@{self.rev[:7]}", text
         path = self.base_dir / rel_path
-        return _display(path, self.root), path.read_text(encoding="utf-8")
+        return display_path(path, self.root), path.read_text(encoding="utf-8")
 
 
 def _normalise(posix: str) -> str:
@@ -73,15 +73,16 @@ def _normalise(posix: str) -> str:
     return "/".join(parts)
 
 
-def _display(path: Path, root: Path) -> str:
-    try:
-        rel = path.resolve().relative_to(Path.cwd().resolve())
-        return rel.as_posix()
-    except ValueError:
+def display_path(path: Path, root: Path | None = None) -> str:
+    """How messages show a path: relative to the current directory, else to the project root, else as is."""
+    for base in (Path.cwd(), root):
+        if base is None:
+            continue
         try:
-            return path.resolve().relative_to(root.resolve()).as_posix()
+            return path.resolve().relative_to(base.resolve()).as_posix() or "."
         except ValueError:
-            return str(path)
+            continue
+    return str(path)
 
 
 def find_root(start: Path | None = None) -> Path:
@@ -118,8 +119,8 @@ class Project:
         try:
             text = path.read_text(encoding="utf-8")
         except UnicodeDecodeError:
-            raise SpecError(problems=[Problem("file is not UTF-8 text", file=_display(path, self.root))]) from None
-        return SpecSource(display=_display(path, self.root), text=text, root=self.root, rel=rel)
+            raise SpecError(problems=[Problem("file is not UTF-8 text", file=display_path(path, self.root))]) from None
+        return SpecSource(display=display_path(path, self.root), text=text, root=self.root, rel=rel)
 
     def names(self) -> dict[str, list[Path]]:
         """Spec name -> files declaring it (read cheaply from the ``name:`` line)."""
@@ -138,9 +139,9 @@ class Project:
         problems = []
         for name, paths in sorted(self.names().items()):
             if len(paths) > 1:
-                shown = " and ".join(_display(p, self.root) for p in paths)
+                shown = " and ".join(display_path(p, self.root) for p in paths)
                 problems.append(Problem(f"spec name {name!r} is declared by {shown}; names must be unique",
-                                        file=_display(paths[1], self.root), line=_line_of_name(paths[1]), col=1,
+                                        file=display_path(paths[1], self.root), line=_line_of_name(paths[1]), col=1,
                                         key="name"))
         return problems
 

@@ -100,6 +100,9 @@ def spec_context(spec: Spec, steps: tuple[str, ...]) -> dict[str, Any]:
     }
 
 
+_COMPILED: dict[tuple[str, str], tuple[Any, Any, frozenset[str]]] = {}  # templates without includes
+
+
 class Renderer:
     """A compiled template for one spec; render cases with :meth:`render`."""
 
@@ -125,15 +128,24 @@ class Renderer:
             self._includes[display] = text
             return text, display, lambda: True
 
-        self.env = SandboxedEnvironment(loader=FunctionLoader(load), undefined=StrictUndefined,
-                                        trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=False,
-                                        autoescape=False)
-        try:
-            self.template = self.env.get_template(source.name)
-        except TemplateSyntaxError as exc:
-            raise TemplateError(problems=[self._problem(exc.filename or source.name, exc.lineno,
-                                                        f"template syntax error: {exc.message}")]) from None
-        self._check_names()
+        cached = _COMPILED.get((source.name, source.text)) if source.read_include is None else None
+        if cached is None:
+            env = SandboxedEnvironment(loader=FunctionLoader(load), undefined=StrictUndefined, trim_blocks=True,
+                                       lstrip_blocks=True, keep_trailing_newline=False, autoescape=False)
+            try:  # parse once: the same tree is checked for unknown names and compiled
+                tree = env.parse(source.text, name=source.name, filename=source.name)
+                code = env.compile(tree, name=source.name, filename=source.name)
+            except TemplateSyntaxError as exc:
+                raise TemplateError(problems=[self._problem(exc.filename or source.name, exc.lineno,
+                                                            f"template syntax error: {exc.message}")]) from None
+            template = env.template_class.from_code(env, code, env.make_globals(None))
+            from jinja2 import meta
+
+            cached = (env, template, frozenset(meta.find_undeclared_variables(tree)))
+            if source.read_include is None:
+                _COMPILED[(source.name, source.text)] = cached
+        self.env, self.template, undeclared = cached
+        self._check_names(undeclared)
         self.blocks = [b for b in ("system", "user") if b in self.template.blocks]
 
     # -- problems -------------------------------------------------------------
@@ -145,12 +157,9 @@ class Renderer:
     def _problem(self, file: str, line: int | None, message: str, hint: str | None = None) -> Problem:
         return Problem(message=message, file=file, line=line, hint=hint, source=self._text_of(file))
 
-    def _check_names(self) -> None:
-        from jinja2 import meta
-
-        ast = self.env.parse(self.source.text)
+    def _check_names(self, undeclared: frozenset[str]) -> None:
         known = set(self.base) | set(self.case_vars)
-        unknown = sorted(meta.find_undeclared_variables(ast) - known)
+        unknown = sorted(undeclared - known)
         problems = []
         for name in unknown:
             line = next((n for n, text in enumerate(self.source.text.splitlines(), 1)

@@ -14,32 +14,23 @@ from __future__ import annotations
 
 import html
 import json
-import math
 from typing import Any, Sequence
 
 import numpy as np
 
-from .analysis import (Frame, build_frame, correlations, default_grid, gate, level_result, levels_present,
+from .analysis import (Frame, correlations, gate, level_result, levels_present,
                        splits_present, sweep, validity)
-from .diagnostics import diagnose, language_summary, length_quartiles, panel_summary, position_summary
+from .diagnostics import (diagnose, language_summary, length_quartiles, panel_summary, position_summary,
+                          rounded)
 from .runs import Loaded
 from .stats import METRICS
 
-DIGITS = 4
 TOP_DISAGREEMENTS = 10
 EXCERPT = 160
 
 
-def _r(x: Any, digits: int = DIGITS) -> Any:
-    if x is None:
-        return None
-    if isinstance(x, (float, np.floating)):
-        return None if not math.isfinite(float(x)) else round(float(x), digits)
-    return x
-
-
 def _estimate(est) -> dict[str, Any]:
-    return {"value": _r(est.value), "ci_low": _r(est.ci_low), "ci_high": _r(est.ci_high)}
+    return {"value": rounded(est.value), "ci_low": rounded(est.ci_low), "ci_high": rounded(est.ci_high)}
 
 
 def correlation_block(corr) -> dict[str, Any]:
@@ -57,14 +48,14 @@ def correlation_block(corr) -> dict[str, Any]:
 
 def _cases_block(frame: Frame, splits: Sequence[str]) -> dict[str, Any]:
     n, valid, invalid, missing, rate = validity(frame)
-    block: dict[str, Any] = {"n": n, "valid": valid, "invalid": invalid, "missing": missing, "validity": _r(rate),
+    block: dict[str, Any] = {"n": n, "valid": valid, "invalid": invalid, "missing": missing, "validity": rounded(rate),
                              "labelled": int((~np.isnan(frame.human)).sum())}
     per_split = {}
     for split in splits:
         if split == "all":
             continue
         sn, sv, si, sm, sr = validity(frame, split)
-        per_split[split] = {"n": sn, "valid": sv, "invalid": si, "missing": sm, "validity": _r(sr)}
+        per_split[split] = {"n": sn, "valid": sv, "invalid": si, "missing": sm, "validity": rounded(sr)}
     if per_split:
         block["splits"] = per_split
     return block
@@ -79,8 +70,8 @@ def disagreements(frame: Frame, limit: int = TOP_DISAGREEMENTS) -> list[dict[str
     for k in order:
         i = int(keep[k])
         text = " ".join(frame.texts[i].split())
-        out.append({"case_id": frame.ids[i], "split": frame.splits[i], "judge": _r(j[i]), "human": _r(h[i]),
-                    "gap": _r(float(gaps[k])), "candidate": text[:EXCERPT] + ("..." if len(text) > EXCERPT else "")})
+        out.append({"case_id": frame.ids[i], "split": frame.splits[i], "judge": rounded(j[i]), "human": rounded(h[i]),
+                    "gap": rounded(float(gaps[k])), "candidate": text[:EXCERPT] + ("..." if len(text) > EXCERPT else "")})
     return out
 
 
@@ -94,14 +85,14 @@ def per_judge(frame: Frame, spec) -> dict[str, Any] | None:
         res = level_result(frame, spec, split, level, scores=scores)
         st = frame.judge_status[name]
         out[name] = {"split": split, "level": level, "n": res.n,
-                     "validity": _r(st.count("valid") / len(st)) if st else None,
+                     "validity": rounded(st.count("valid") / len(st)) if st else None,
                      **{m: _estimate(res.estimates[m]) for m in METRICS}}
     return out
 
 
 def sweep_block(sw) -> dict[str, Any]:
     return {"metric": sw.metric, "level": sw.level, "chosen_on": "dev", "chosen_temperature": sw.chosen,
-            "grid": [{"temperature": r.temperature, "p": _r(r.p), "dev": _r(r.dev), "dev_n": r.dev_n}
+            "grid": [{"temperature": r.temperature, "p": rounded(r.p), "dev": rounded(r.dev), "dev_n": r.dev_n}
                      for r in sw.rows],
             "test": None if sw.test is None else {"split": sw.test_split, **_estimate(sw.test), "n": sw.test.n}}
 
@@ -138,13 +129,13 @@ def build(loaded: Loaded, temperature: float | None = None,
         "run": {"id": loaded.run.run_id, "kind": loaded.run.kind,
                 "judge": judges[0] if len(judges) == 1 else judges, "method": spec.scoring.method,
                 "ensemble": spec.ensemble if len(judges) > 1 else None,
-                "temperature": _r(frame.temperature), "data": source.data_display,
+                "temperature": rounded(frame.temperature), "data": source.data_display,
                 "data_sha256": source.run_data_sha256},
         "cases": _cases_block(frame, splits),
         "correlation": correlation_block(corr),
         "gate": {"metric": g.metric, "level": g.level, "split": g.split, "threshold": g.threshold,
-                 "value": _r(g.value), "ci_low": _r(g.ci_low), "ci_high": _r(g.ci_high), "n": g.n,
-                 "validity": _r(g.validity), "min_validity": g.min_validity, "passed": g.passed, "reason": g.reason},
+                 "value": rounded(g.value), "ci_low": rounded(g.ci_low), "ci_high": rounded(g.ci_high), "n": g.n,
+                 "validity": rounded(g.validity), "min_validity": g.min_validity, "passed": g.passed, "reason": g.reason},
         "diagnostics": {"validity": diag.validity, "compression": diag.compression,
                         "length": {**diag.length, **({"quartiles": length_quartiles(frame)}
                                                      if spec.bias.length == "report" else {})},

@@ -18,14 +18,14 @@ spec sends only what is still missing.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from . import __version__
 from .clients import Completion, client_class
 from .data import Case
-from .errors import (GevalError, InputError, JudgeError, MissingLogprobs, Problem, SpecError)
+from .errors import (GevalError, InputError, JudgeError, MissingLogprobs, Problem)
 from .execute import Outcome, Progress, Route, Settings, completion_of, run_requests, unique
 from .load import ParsedSpec, load_spec
 from .model import GenerateSteps, Judge
@@ -176,9 +176,7 @@ def parse_steps(text: str | None) -> list[str] | str:
 def needs_steps(parsed: ParsedSpec, regenerate: bool) -> bool:
     if not isinstance(parsed.spec.steps, GenerateSteps):
         return False
-    if parsed.steps_pending or regenerate:
-        return True
-    return any(w.message.startswith("generated steps in") for w in parsed.warnings)  # stale lock
+    return parsed.steps_pending or regenerate or parsed.steps_stale
 
 
 # -- scoring -------------------------------------------------------------------------

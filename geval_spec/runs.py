@@ -15,7 +15,7 @@ from pathlib import Path
 from .analysis import Source
 from .errors import NoStoredRun, Problem, RefError
 from .model import Spec
-from .registry import RUN_ID, Project
+from .registry import RUN_ID, Project, display_path
 from .scoring import Judgment
 from .store import RunInfo, Store
 
@@ -46,15 +46,8 @@ def source_of_run(run: RunInfo) -> Source:
     spec = Spec.model_validate(run.spec_json["spec"])
     path = Path(run.data_path)
     return Source(spec=spec, run_id=run.run_id, judging_fp=run.judging_fp, analysis_fp=run.analysis_fp,
-                  data_path=path, data_display=_display(path), run_data_sha256=run.data_sha256,
+                  data_path=path, data_display=display_path(path), run_data_sha256=run.data_sha256,
                   run_judges=tuple(j if isinstance(j, str) else (j.get("name") or j.get("model")) for j in run.judges))
-
-
-def _display(path: Path) -> str:
-    try:
-        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
-    except ValueError:
-        return str(path)
 
 
 def load(store: Store, project: Project, what: str, kinds: tuple[str, ...] = ("run", "import")) -> Loaded:

@@ -11,7 +11,7 @@ from collections import Counter
 
 import pytest
 
-from conftest import ROOT, cli
+from conftest import cli
 from e2e_helpers import make_project
 from openai_server import FakeOpenAI, ServerConfig, candidate_of
 from geval_spec.store import Store

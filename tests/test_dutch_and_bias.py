@@ -9,7 +9,6 @@ import sys
 from importlib.metadata import entry_points
 from pathlib import Path
 
-import pytest
 
 from conftest import ROOT, cli
 from e2e_helpers import make_project

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, cli
+from conftest import cli
 from e2e_helpers import make_project
 from geval_spec.store import Store
 

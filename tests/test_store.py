@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 
 import pytest
 
 from geval_spec.errors import StoreError
-from geval_spec.store import Journal, ResponseRecord, ResponseWriter, Store
+from geval_spec.store import ResponseRecord, ResponseWriter, Store
 
 
 def record(h: str, ok: bool = True, attempt: int = 0) -> ResponseRecord:

@@ -163,13 +163,16 @@ def paired_resample(delta, draws: int, seed: int, groups: Sequence[Any] | None =
     return float(delta.mean()), float(low), float(high), samples
 
 
-def paired_bootstrap(a, b, draws: int = 1000, seed: int = 7) -> dict[str, float]:
+def paired_bootstrap(a, b, draws: int = 1000, seed: int = 7, groups: Sequence[Any] | None = None) -> dict[str, float]:
     """Paired bootstrap of correct(b) - correct(a) over the same cases (seed 003).
 
     ``a`` and ``b``: aligned one-dimensional boolean vectors of 2 to 1000
     cases. ``draws``: an int from 100 to 5000; ``seed``: an int in [0, 2**32).
     Returns the observed ``difference`` and the 95% percentile interval
-    ``low``/``high``.
+    ``low``/``high``. With ``groups`` (one label per case), whole groups are
+    drawn instead of cases, for cases that are not independent (questions
+    from the same source document); without it the seed's protocol is
+    followed exactly.
     """
     import numpy as np
 
@@ -180,5 +183,7 @@ def paired_bootstrap(a, b, draws: int = 1000, seed: int = 7) -> dict[str, float]
         raise ValueError("draws must be an int from 100 to 5000")
     if type(seed) is not int or not 0 <= seed < 2**32:
         raise ValueError("seed must be an int in [0, 2**32)")
-    diff, low, high, _ = paired_resample(b.astype(float) - a.astype(float), draws, seed)
+    if groups is not None and len(groups) != a.size:
+        raise ValueError("groups needs one label per case")
+    diff, low, high, _ = paired_resample(b.astype(float) - a.astype(float), draws, seed, groups=groups)
     return {"difference": diff, "low": low, "high": high}

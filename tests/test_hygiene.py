@@ -101,3 +101,14 @@ def test_group_resampling_keeps_groups_together():
     groups = ["a", "a", "b", "b"]
     _, low, high, samples = paired_resample(delta, 500, 1, groups=groups)
     assert set(np.round(samples, 6)) <= {0.0, 0.5, 1.0}
+
+
+def test_paired_bootstrap_with_whole_groups():
+    a = np.array([1, 1, 0, 0, 0, 0], bool)
+    b = np.array([1, 0, 1, 1, 0, 0], bool)
+    r = paired_bootstrap(a, b, 1000, 7, groups=["g1", "g1", "g2", "g2", "g3", "g3"])
+    assert round(r["difference"], 4) == 0.1667
+    # groups g1 (d = 0, -1), g2 (1, 1), g3 (0, 0): a resample's mean is one of a few values
+    assert r["low"] >= -0.5 and r["high"] <= 1.0 and r["low"] < r["difference"] < r["high"]
+    with pytest.raises(ValueError):
+        paired_bootstrap(a, b, 1000, 7, groups=["g1"])

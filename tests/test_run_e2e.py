@@ -219,3 +219,16 @@ def test_expected_score_api():
     with pytest.raises(ValueError):
         expected_score({7: 0.0}, range(1, 6))
     assert math.isclose(expected_score({2: math.log(0.5), 3: math.log(0.5)}, range(1, 6)), 2.5)
+
+
+def test_api_keys_are_never_stored(tmp_path, server, monkeypatch):
+    secret = "sk-test-do-not-store-4f1c2e"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    root = make_project(tmp_path, server.base_url, n=4, client="litellm")
+    res = cli("run", "demo", cwd=root)
+    assert res.code == 0, res.err
+    cassette = tmp_path / "c.jsonl"
+    assert cli("export", res.out.strip().splitlines()[-1], "--cassette", str(cassette), cwd=root).code == 0
+    for path in [*(root / ".geval").rglob("*"), cassette]:
+        if path.is_file():
+            assert secret.encode() not in path.read_bytes(), path

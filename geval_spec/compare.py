@@ -36,7 +36,7 @@ import numpy as np
 from .analysis import Frame, levels_present, splits_present
 from .hygiene import paired_resample
 from .diagnostics import rounded
-from .report import f3, md_escape
+from .report import f3, md_escape, table
 from .runs import Loaded
 from .stats import METRICS, paired_difference
 
@@ -263,13 +263,11 @@ def to_markdown(c: dict[str, Any]) -> str:
     lines += [f"## Verdict: {verdict}", "", f"{r['metric']} at {r['level']} level on {r['split']}, margin {r['margin']}: "
               f"{md_escape(r['reason'])}.", ""]
     lines += ["## Correlation with human scores", "",
-              "B - A with a paired bootstrap interval; n counts cases valid on both sides with a human score.", "",
-              "| split | level | n | spearman A | spearman B | B - A | pearson B - A | kendall B - A |",
-              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    for split, levels in c["correlation"].items():
-        for level, e in levels.items():
-            lines.append(f"| {split} | {level} | {e['n']} | {f3(e['spearman']['a'])} | {f3(e['spearman']['b'])} | "
-                         f"{_d(e['spearman'])} | {_d(e['pearson'])} | {_d(e['kendall'])} |")
+              "B - A with a paired bootstrap interval; n counts cases valid on both sides with a human score.", ""]
+    lines += table(["split", "level", "n:", "spearman A:", "spearman B:", "B - A:", "pearson B - A:", "kendall B - A:"],
+                   [[split, level, e["n"], f3(e["spearman"]["a"]), f3(e["spearman"]["b"]), _d(e["spearman"]),
+                     _d(e["pearson"]), _d(e["kendall"])]
+                    for split, levels in c["correlation"].items() for level, e in levels.items()])
     lines.append("")
     ag = c["agreement"]
     lines += ["## Agreement with the human label", "", f"A case agrees when it is {ag['definition']}.", ""]
@@ -282,11 +280,10 @@ def to_markdown(c: dict[str, Any]) -> str:
     if v["newly_invalid_cases"]:
         lines += ["Newly invalid: " + ", ".join(f"`{md_escape(x)}`" for x in v["newly_invalid_cases"]), ""]
     if c["moved"]:
-        lines += ["## Cases that moved most", "", "Scores on a 0..1 scale.", "",
-                  "| case | split | A | B | shift | human |", "| --- | --- | ---: | ---: | ---: | ---: |"]
-        for x in c["moved"]:
-            lines.append(f"| {md_escape(x['case_id'])} | {x['split'] or '-'} | {f3(x['a'])} | {f3(x['b'])} | "
-                         f"{x['shift']:+.3f} | {f3(x['human'])} |")
+        lines += ["## Cases that moved most", "", "Scores on a 0..1 scale.", ""] + table(
+            ["case", "split", "A:", "B:", "shift:", "human:"],
+            [[md_escape(x["case_id"]), x["split"] or "-", f3(x["a"]), f3(x["b"]), f"{x['shift']:+.3f}", f3(x["human"])]
+             for x in c["moved"]])
         lines.append("")
     lines += ["## Spec diff", ""]
     if c["spec_diff"]:

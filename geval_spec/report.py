@@ -99,10 +99,11 @@ def sweep_block(sw) -> dict[str, Any]:
 
 def sweep_markdown(s: dict[str, Any]) -> list[str]:
     lines = [f"{s['metric']} at {s['level']} level on dev for each temperature; the best one is chosen on dev and "
-             "only then measured on test.", "", "| T | p | dev | dev n |", "| ---: | ---: | ---: | ---: |"]
-    for row in s["grid"]:
-        mark = " (chosen)" if row["temperature"] == s["chosen_temperature"] else ""
-        lines.append(f"| {row['temperature']:.2f} | {row['p']:.3f} | {f3(row['dev'])}{mark} | {row['dev_n']} |")
+             "only then measured on test.", ""]
+    lines += table(["T:", "p:", "dev:", "dev n:"], [
+        [f"{row['temperature']:.2f}", f"{row['p']:.3f}",
+         f3(row["dev"]) + (" (chosen)" if row["temperature"] == s["chosen_temperature"] else ""), row["dev_n"]]
+        for row in s["grid"]])
     t = s["test"]
     lines.append("")
     if t:
@@ -172,6 +173,15 @@ def md_escape(text: Any) -> str:
     return s.replace("\n", " ")
 
 
+def table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
+    """A Markdown table; a column name ending in ':' is right-aligned. Cells are formatted already."""
+    names = [c.rstrip(":") for c in columns]
+    align = ["---:" if c.endswith(":") else "---" for c in columns]
+    out = ["| " + " | ".join(names) + " |", "| " + " | ".join(align) + " |"]
+    out += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return out
+
+
 def f3(x: Any) -> str:
     return "-" if x is None else f"{x:.3f}"
 
@@ -204,35 +214,31 @@ def to_markdown(r: dict[str, Any]) -> str:
               f"(n = {g['n']}), threshold {g['threshold']}; validity {f3(g['validity'])}, "
               f"minimum {g['min_validity']}.", "", f"{verdict.lower()}: {g['reason']}", ""]
 
-    lines += ["## Cases", "", "| split | cases | valid | invalid | missing | validity |", "| --- | ---: | ---: | ---: | ---: | ---: |",
-              f"| all | {cases['n']} | {cases['valid']} | {cases['invalid']} | {cases['missing']} | {f3(cases['validity'])} |"]
-    for split, c in (cases.get("splits") or {}).items():
-        lines.append(f"| {split} | {c['n']} | {c['valid']} | {c['invalid']} | {c['missing']} | {f3(c['validity'])} |")
+    lines += ["## Cases", ""] + table(
+        ["split", "cases:", "valid:", "invalid:", "missing:", "validity:"],
+        [[split, c["n"], c["valid"], c["invalid"], c["missing"], f3(c["validity"])]
+         for split, c in [("all", cases), *(cases.get("splits") or {}).items()]])
     lines += ["", f"{cases['labelled']} of {cases['n']} cases have a human score. Invalid and missing judgments stay "
                   "in every denominator.", ""]
     reasons = r["diagnostics"]["validity"]["reasons"]
     if reasons:
-        lines += ["| not valid because | cases |", "| --- | ---: |"]
-        lines += [f"| {md_escape(k)} | {v} |" for k, v in reasons.items()]
+        lines += table(["not valid because", "cases:"], [[md_escape(k), v] for k, v in reasons.items()])
         lines.append("")
 
-    lines += ["## Correlation with human scores", "",
-              "| split | level | n | spearman | pearson | kendall |", "| --- | --- | ---: | ---: | ---: | ---: |"]
-    for split, levels in r["correlation"].items():
-        for level, e in levels.items():
-            n = f"{e['n']}" + (f" (+{e['skipped_groups']} skipped)" if e.get("skipped_groups") else "")
-            lines.append(f"| {split} | {level} | {n} | {est_md(e['spearman'])} | {est_md(e['pearson'])} | "
-                         f"{est_md(e['kendall'])} |")
+    lines += ["## Correlation with human scores", ""] + table(
+        ["split", "level", "n:", "spearman:", "pearson:", "kendall:"],
+        [[split, level, f"{e['n']}" + (f" (+{e['skipped_groups']} skipped)" if e.get("skipped_groups") else ""),
+          est_md(e["spearman"]), est_md(e["pearson"]), est_md(e["kendall"])]
+         for split, levels in r["correlation"].items() for level, e in levels.items()])
     lines += ["", "n counts cases with a valid judgment and a human score (groups at group level, systems at system "
                   "level). Group level is the mean of per-group correlations; groups where either side is constant "
                   "are skipped.", ""]
 
     if r.get("judges"):
-        lines += ["### Per judge", "", "| judge | validity | n | spearman | pearson | kendall |",
-                  "| --- | ---: | ---: | ---: | ---: | ---: |"]
-        for name, e in r["judges"].items():
-            lines.append(f"| {md_escape(name)} | {f3(e['validity'])} | {e['n']} | {est_md(e['spearman'])} | "
-                         f"{est_md(e['pearson'])} | {est_md(e['kendall'])} |")
+        lines += ["### Per judge", ""] + table(
+            ["judge", "validity:", "n:", "spearman:", "pearson:", "kendall:"],
+            [[md_escape(name), f3(e["validity"]), e["n"], est_md(e["spearman"]), est_md(e["pearson"]),
+              est_md(e["kendall"])] for name, e in r["judges"].items()])
         lines.append("")
         p = r.get("panel") or {}
         if p.get("alpha_interval") is not None or "n" in p:
@@ -242,13 +248,11 @@ def to_markdown(r: dict[str, Any]) -> str:
     p = r.get("panel") or {}
     if p.get("self_preference"):
         lines += ["### Self-preference", "",
-                  "Judge minus human score (0..1) on candidates of the judge's own model family and on the others.", "",
-                  "| judge | family | own n | own gap | other n | other gap | difference |",
-                  "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
-        for row in p["self_preference"]:
-            lines.append(f"| {md_escape(row['judge'])} | {md_escape(row['family'])} | {row['own_n']} | "
-                         f"{f3(row['own_gap'])} | {row['other_n']} | {f3(row['other_gap'])} | "
-                         f"{f3(row['self_preference'])} |")
+                  "Judge minus human score (0..1) on candidates of the judge's own model family and on the others.", ""]
+        lines += table(["judge", "family", "own n:", "own gap:", "other n:", "other gap:", "difference:"],
+                       [[md_escape(row["judge"]), md_escape(row["family"]), row["own_n"], f3(row["own_gap"]),
+                         row["other_n"], f3(row["other_gap"]), f3(row["self_preference"])]
+                        for row in p["self_preference"]])
         lines.append("")
         for flag in p.get("flags", []):
             lines += [f"> self-preference: {md_escape(flag)}", ""]
@@ -275,10 +279,10 @@ def to_markdown(r: dict[str, Any]) -> str:
                   f"{f3(lb['human_vs_length'])}, difference {f3(lb['difference'])}."
                   + (f" {lb['note']}." if lb.get("note") else ""), ""]
     if lb.get("quartiles"):
-        lines += ["By quarter of candidate length (scores on 0..1):", "", "| quarter | words | n | judge | human | gap |",
-                  "| ---: | --- | ---: | ---: | ---: | ---: |"]
-        lines += [f"| {q['quartile']} | {q['words']} | {q['n']} | {f3(q['judge'])} | {f3(q['human'])} | "
-                  f"{q['gap']:+.3f} |" for q in lb["quartiles"]]
+        lines += ["By quarter of candidate length (scores on 0..1):", ""] + table(
+            ["quarter:", "words", "n:", "judge:", "human:", "gap:"],
+            [[q["quartile"], q["words"], q["n"], f3(q["judge"]), f3(q["human"]), f"{q['gap']:+.3f}"]
+             for q in lb["quartiles"]])
         lines.append("")
     pos = d.get("position")
     if pos:
@@ -294,22 +298,19 @@ def to_markdown(r: dict[str, Any]) -> str:
                   + (f" Penalty per finding: {', '.join(f'{k} {v}' for k, v in lang['penalty'].items())}."
                      if lang["penalty"] else ""), ""]
         if lang["kinds"]:
-            lines += ["| kind | cases | findings | example |", "| --- | ---: | ---: | --- |"]
-            for kind, k in lang["kinds"].items():
-                ex = k["examples"][0]
-                lines.append(f"| {kind} | {k['cases']} | {k['findings']} | {md_escape(ex['case_id'])}: "
-                             f"{md_escape(ex['message'])} |")
+            lines += table(["kind", "cases:", "findings:", "example"],
+                           [[kind, k["cases"], k["findings"],
+                             f"{md_escape(k['examples'][0]['case_id'])}: {md_escape(k['examples'][0]['message'])}"]
+                            for kind, k in lang["kinds"].items()])
             lines.append("")
     pm = d["pass_mark"]
     if pm:
         o = pm["overall"]
         lines += ["### Accuracy at the pass mark", "",
-                  f"A case is correct when judge and human differ by at most {pm['pass_mark']} on a 0..1 scale.", "",
-                  "| category | n | validity | accuracy | accuracy when valid |", "| --- | ---: | ---: | ---: | ---: |",
-                  f"| all | {o['n']} | {f3(o['validity'])} | {f3(o['accuracy'])} | {f3(o['accuracy_when_valid'])} |"]
-        for name, m in pm["categories"].items():
-            lines.append(f"| {md_escape(name)} | {m['n']} | {f3(m['validity'])} | {f3(m['accuracy'])} | "
-                         f"{f3(m['accuracy_when_valid'])} |")
+                  f"A case is correct when judge and human differ by at most {pm['pass_mark']} on a 0..1 scale.", ""]
+        lines += table(["category", "n:", "validity:", "accuracy:", "accuracy when valid:"],
+                       [[md_escape(name), m["n"], f3(m["validity"]), f3(m["accuracy"]), f3(m["accuracy_when_valid"])]
+                        for name, m in [("all", o), *pm["categories"].items()]])
         lines += ["", f"Mean accuracy over categories: {f3(pm['macro_category_accuracy'])}.", ""]
 
     ss = r["sample_size"]
@@ -331,11 +332,10 @@ def to_markdown(r: dict[str, Any]) -> str:
     if r.get("sweep"):
         lines += ["## TCVA temperature sweep", ""] + sweep_markdown(r["sweep"]) + [""]
     if r["disagreements"]:
-        lines += ["## Largest disagreements", "", "Judge and human scores on a 0..1 scale.", "",
-                  "| case | split | judge | human | gap | candidate |", "| --- | --- | ---: | ---: | ---: | --- |"]
-        for x in r["disagreements"]:
-            lines.append(f"| {md_escape(x['case_id'])} | {x['split'] or '-'} | {f3(x['judge'])} | {f3(x['human'])} | "
-                         f"{f3(x['gap'])} | {md_escape(x['candidate'])} |")
+        lines += ["## Largest disagreements", "", "Judge and human scores on a 0..1 scale.", ""] + table(
+            ["case", "split", "judge:", "human:", "gap:", "candidate"],
+            [[md_escape(x["case_id"]), x["split"] or "-", f3(x["judge"]), f3(x["human"]), f3(x["gap"]),
+              md_escape(x["candidate"])] for x in r["disagreements"]])
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
 

@@ -34,7 +34,7 @@ from .precheck import precheck
 from .render import Message, Rendered
 from .scoring import Judgment, judge_pairwise, judge_scores, judge_verdicts, parse_verdicts
 from .splits import assign_splits
-from .store import RunInfo, Store, new_run_id
+from .store import ResponseWriter, RunInfo, Store, new_run_id
 
 
 @dataclass(frozen=True)
@@ -277,8 +277,6 @@ def execute_run(parsed: ParsedSpec, options: RunOptions,
             settings = Settings(concurrency=options.concurrency,
                                 retry_budget=options.retry_budget if options.retry_budget is not None
                                 else max(20, len(waiting)))
-            from .store import ResponseWriter
-
             writer = ResponseWriter(store)
             journal = store.journal(run_id)
             try:
@@ -404,8 +402,6 @@ def generate_steps(parsed: ParsedSpec, judge: Judge, options: RunOptions, store:
     stored = store.ok_responses([request.hash]).get(request.hash)
     if stored is None:
         say(f"generating evaluation steps with {judge.model}")
-        from .store import ResponseWriter
-
         writer = ResponseWriter(store)
         journal = store.journal(run_id)
         routes = Routes([judge], options)

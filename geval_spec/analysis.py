@@ -358,13 +358,18 @@ def gate(frame: Frame, spec: Spec, corr: Mapping[str, Mapping[str, LevelResult]]
 
 def gate_only(source: Source, run_case_ids: Sequence[str], judgments: Sequence[Judgment],
               findings: Mapping[str, Sequence[Mapping[str, Any]]] | None = None) -> Gate:
-    """The gate alone (the gate's split and level only): what ``run`` checks at its end."""
+    """The gate alone: what ``run`` checks at its end.
+
+    Only the gate's metric at its split and level, and only its value: the
+    verdict does not depend on the interval, which ``report`` computes.
+    """
     spec = source.spec
     frame = build_frame(source, run_case_ids, judgments, findings=findings)
     cal = spec.calibration
     corr: dict[str, dict[str, LevelResult]] = {}
     if cal.split in splits_present(frame, spec) and cal.level in levels_present(frame):
-        corr[cal.split] = {cal.level: level_result(frame, spec, cal.split, cal.level, metrics=(cal.metric,))}
+        corr[cal.split] = {cal.level: level_result(frame, spec, cal.split, cal.level, with_ci=False,
+                                                   metrics=(cal.metric,))}
     return gate(frame, spec, corr)
 
 

@@ -44,22 +44,27 @@ class Estimate:
     draws_used: int = 0
 
 
-def _finite(v: float) -> float | None:
-    return None if v is None or not math.isfinite(v) else float(v)
-
-
 def correlation(x, y, metric: str) -> float:
-    from scipy import stats
+    """One correlation; NaN with fewer than three pairs or a constant side.
 
+    Spearman and Pearson use the same routines as every bootstrap resample
+    (average ranks, moments; equal to scipy's spearmanr and pearsonr, which a
+    test checks), so points and intervals come from one implementation and
+    the gate at the end of ``run`` does not wait for scipy to import.
+    Kendall's tau is scipy's ``kendalltau`` (tau-b).
+    """
     x = np.asarray(x, dtype=float)
     y = np.asarray(y, dtype=float)
     if x.size < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
         return math.nan
+    ones = np.ones(x.size)
     if metric == "spearman":
-        return float(stats.spearmanr(x, y).statistic)
+        return _weighted_pearson(_weighted_ranks(x, ones), _weighted_ranks(y, ones), ones)
     if metric == "pearson":
-        return float(stats.pearsonr(x, y).statistic)
+        return _weighted_pearson(x, y, ones)
     if metric == "kendall":
+        from scipy import stats
+
         return float(stats.kendalltau(x, y).statistic)
     raise ValueError(metric)
 

@@ -112,3 +112,21 @@ def test_paired_bootstrap_with_whole_groups():
     assert r["low"] >= -0.5 and r["high"] <= 1.0 and r["low"] < r["difference"] < r["high"]
     with pytest.raises(ValueError):
         paired_bootstrap(a, b, 1000, 7, groups=["g1"])
+
+
+def test_correlations_equal_scipy():
+    from scipy import stats as sp
+
+    from geval_spec.stats import correlation
+
+    rng = np.random.default_rng(4)
+    for n in (3, 7, 50, 400):
+        for _ in range(20):
+            x = np.round(rng.random(n) * 5) if n % 2 else rng.random(n)  # with and without ties
+            y = x + rng.normal(0, 0.5, n)
+            y = np.round(y, 1)
+            if np.ptp(x) == 0 or np.ptp(y) == 0:
+                continue
+            assert correlation(x, y, "spearman") == pytest.approx(sp.spearmanr(x, y).statistic, abs=1e-12)
+            assert correlation(x, y, "pearson") == pytest.approx(sp.pearsonr(x, y).statistic, abs=1e-12)
+            assert correlation(x, y, "kendall") == pytest.approx(sp.kendalltau(x, y).statistic, abs=1e-12)

@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from geval_spec.stats import bootstrap
+from geval_spec.analysis.correlation import bootstrap
 
 
 def main() -> None:

@@ -62,11 +62,11 @@ def main() -> None:
         run_id = out.strip().splitlines()[-1]
 
         sys.path.insert(0, str(ROOT))
-        from geval_spec.analysis import sweep
-        from geval_spec.data import load_dataset
-        from geval_spec.registry import Project
-        from geval_spec.runs import load
-        from geval_spec.store import Store
+        from geval_spec.analysis.frame import sweep
+        from geval_spec.dataset.cases import load_dataset
+        from geval_spec.spec.project import Project
+        from geval_spec.analysis.resolve import load
+        from geval_spec.store.db import Store
 
         with Store(root / ".geval" / "results.duckdb") as store:
             t0 = time.perf_counter()

@@ -2,10 +2,10 @@
 
 The public Python API is imported lazily, so ``geval-spec validate`` stays fast:
 
-- :func:`expected_score` (G-Eval's probability-weighted score, :mod:`geval_spec.scoring`)
-- :func:`power_mean`, :func:`temperature_to_p`, :func:`tcva_score` (TCVA, :mod:`geval_spec.tcva`)
+- :func:`expected_score` (G-Eval's probability-weighted score, :mod:`geval_spec.judge.scoring`)
+- :func:`power_mean`, :func:`temperature_to_p`, :func:`tcva_score` (TCVA, :mod:`geval_spec.judge.tcva`)
 - :func:`audit_eval_split`, :func:`summarize_eval`, :func:`paired_bootstrap`
-  (evaluation hygiene, :mod:`geval_spec.hygiene`)
+  (evaluation hygiene, :mod:`geval_spec.analysis.hygiene`)
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ from typing import Any
 __version__ = "0.1.0"
 
 _API = {
-    "expected_score": "scoring",
-    "power_mean": "tcva",
-    "temperature_to_p": "tcva",
-    "tcva_score": "tcva",
-    "audit_eval_split": "hygiene",
-    "summarize_eval": "hygiene",
-    "paired_bootstrap": "hygiene",
+    "expected_score": "judge.scoring",
+    "power_mean": "judge.tcva",
+    "temperature_to_p": "judge.tcva",
+    "tcva_score": "judge.tcva",
+    "audit_eval_split": "analysis.hygiene",
+    "summarize_eval": "analysis.hygiene",
+    "paired_bootstrap": "analysis.hygiene",
 }
 
 __all__ = sorted(_API) + ["__version__"]

@@ -1,3 +1,3 @@
-from .cli import main
+from geval_spec.cli.main import main
 
 main()

@@ -15,8 +15,13 @@
                                  spec's ``scoring.fallback`` is ``none``
 
 A quality gate that fails (exit 1) is not an error: commands return it as a
-result. Anything else that escapes is a bug; the CLI prints a one-line notice
-and the traceback only with ``--debug``.
+result. Ctrl-C exits 130. Anything else that escapes is a bug: the CLI prints
+a one-line notice, exits 70 and shows the traceback only with ``--debug``.
+
+One more exception exists below this tree and never reaches the CLI:
+:class:`geval_spec.judge.clients.base.TransportError`, one failed attempt to
+reach a judge, which the runner retries or turns into an invalid judgment or
+a :class:`JudgeError`.
 
 Errors of input carry one or more :class:`Problem` values, each pointing at a
 file, a line and a column and the key path inside the file, so the CLI can
@@ -25,13 +30,17 @@ print them all at once with a numbered excerpt of the file.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Iterable, Literal, Sequence
 
 EXIT_OK = 0
 EXIT_GATE = 1
 EXIT_INPUT = 2
 EXIT_JUDGE = 3
+EXIT_BUG = 70
+EXIT_INTERRUPTED = 130
+
+Severity = Literal["error", "warning"]
 
 
 @dataclass(frozen=True)
@@ -44,7 +53,7 @@ class Problem:
     col: int | None = None  # 1-based
     key: str | None = None  # dotted key path inside the file, e.g. ``rubric.anchors.3``
     hint: str | None = None
-    severity: str = "error"  # "error" | "warning"
+    severity: Severity = "error"
     source: str | None = field(default=None, repr=False, compare=False)  # file text, for excerpts
 
     def where(self) -> str:
@@ -56,8 +65,6 @@ class Problem:
         return ":".join(parts)
 
     def with_hint(self, hint: str) -> "Problem":
-        from dataclasses import replace
-
         return replace(self, hint=hint)
 
     def headline(self) -> str:
@@ -90,7 +97,7 @@ class GevalError(Exception):
 
     exit_code = EXIT_INPUT
 
-    def __init__(self, message: str = "", problems: Sequence[Problem] = ()):
+    def __init__(self, message: str = "", problems: Sequence[Problem] = ()) -> None:
         self.problems: tuple[Problem, ...] = tuple(problems)
         if not message and self.problems:
             message = self.problems[0].headline()

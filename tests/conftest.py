@@ -35,7 +35,7 @@ def cli(*args: str, cwd: Path | None = None) -> Result:
     """Run the CLI in-process (fast) with typer's runner."""
     from typer.testing import CliRunner
 
-    from geval_spec.cli import app
+    from geval_spec.cli.main import app
 
     old = Path.cwd()
     os.chdir(cwd or ROOT)

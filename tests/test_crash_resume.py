@@ -14,7 +14,7 @@ import pytest
 from conftest import cli
 from e2e_helpers import make_project
 from openai_server import FakeOpenAI, ServerConfig, candidate_of
-from geval_spec.store import Store
+from geval_spec.store.db import Store
 
 
 def start_run(root):

@@ -9,9 +9,10 @@ import pytest
 
 from conftest import ROOT
 from geval_spec.errors import DataError
-from geval_spec.load import load_spec
-from geval_spec.registry import Project
-from geval_spec.splits import assign_splits, hash_split, hash_unit
+from geval_spec.dataset.cases import read_cases
+from geval_spec.spec.load import load_spec
+from geval_spec.spec.project import Project
+from geval_spec.dataset.splits import assign_splits, hash_split, hash_unit
 
 SPEC = """name: d
 version: 1
@@ -61,7 +62,7 @@ def write(tmp: Path, fmt: str) -> Path:
 @pytest.mark.parametrize("fmt", ["jsonl", "json", "parquet"])
 def test_nested_fields_lists_and_raters(tmp_path, fmt):
     proj = Project(write(tmp_path, fmt))
-    ds = load_spec(proj.resolve("d")).load_data()
+    ds = read_cases(load_spec(proj.resolve("d")))
     c1, c2, c3 = ds.cases
     assert c1.id == "x1" and c1.group == "g1"
     assert c1.fields["source"] == "first passage\n\nsecond passage"
@@ -78,7 +79,7 @@ def test_csv(tmp_path):
     (specs / "d.yaml").write_text(SPEC.format(path="data.csv").replace("meta.id", "id").replace("meta.doc", "doc")
                                   .replace("ctx", "src").replace("out.text", "cand")
                                   .replace("[r1, r2]", "score"))
-    ds = load_spec(Project(tmp_path).resolve("d")).load_data()
+    ds = read_cases(load_spec(Project(tmp_path).resolve("d")))
     assert [c.id for c in ds.cases] == ["a", "b"]
     assert ds.cases[0].fields["source"] == "one, two" and ds.cases[1].human == (1.5,)
 
@@ -88,7 +89,7 @@ def test_duplicate_ids_are_listed(tmp_path):
     path = tmp_path / "specs" / "data.jsonl"
     path.write_text(path.read_text() + json.dumps(ROWS[0]) + "\n" + json.dumps(ROWS[1]) + "\n")
     with pytest.raises(DataError) as info:
-        load_spec(Project(tmp_path).resolve("d")).load_data()
+        read_cases(load_spec(Project(tmp_path).resolve("d")))
     msg = info.value.problems[0].message
     assert "'x1' (lines 1, 4)" in msg and "'x2' (lines 2, 5)" in msg
 
@@ -96,8 +97,8 @@ def test_duplicate_ids_are_listed(tmp_path):
 def test_unreadable_file_is_a_data_error(tmp_path):
     write(tmp_path, "jsonl")
     (tmp_path / "specs" / "data.jsonl").write_text("{not json\n")
-    with pytest.raises(DataError, match="cannot read as jsonl"):
-        load_spec(Project(tmp_path).resolve("d")).load_data()
+    with pytest.raises(DataError, match=r"data.jsonl \(line 1\): not valid JSON"):
+        read_cases(load_spec(Project(tmp_path).resolve("d")))
 
 
 def test_hash_split_is_stable_across_machines():
@@ -114,7 +115,7 @@ def test_hash_split_is_stable_across_machines():
 
 def test_groups_never_span_splits():
     p = load_spec(Project(ROOT).resolve("summeval-consistency"))
-    ds = p.load_data()
+    ds = read_cases(p)
     splits = assign_splits(p.spec, ds.cases)
     by_group: dict[str, set] = {}
     for c in ds.cases:

@@ -38,7 +38,7 @@ def test_labelled_sentences_meet_the_targets():
 
 
 def test_findings_positions_and_lexicon():
-    from geval_spec.model import Language
+    from geval_spec.spec.sections import Language
     from geval_spec_nl import check
 
     text = "U kunt hier terecht. Heb je vragen over de hoofd pijn?"

@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import ROOT
-from geval_spec.load import load_spec
-from geval_spec.registry import Project, SpecSource
-from geval_spec.yamlsource import load_yaml
+from geval_spec.spec.load import load_spec
+from geval_spec.spec.project import Project, SpecSource
+from geval_spec.spec.yamldoc import load_yaml
 
 SPECS = ["summeval-consistency", "topical-chat-coherence", "nl-samenvatting-consistentie"]
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from geval_spec import audit_eval_split, paired_bootstrap, summarize_eval
-from geval_spec.hygiene import paired_resample
+from geval_spec.analysis.hygiene import paired_resample
 
 
 def test_audit_example():
@@ -117,7 +117,7 @@ def test_paired_bootstrap_with_whole_groups():
 def test_correlations_equal_scipy():
     from scipy import stats as sp
 
-    from geval_spec.stats import correlation
+    from geval_spec.analysis.correlation import correlation
 
     rng = np.random.default_rng(4)
     for n in (3, 7, 50, 400):

@@ -9,7 +9,7 @@ import pytest
 
 from conftest import cli
 from e2e_helpers import make_project
-from geval_spec.store import Store
+from geval_spec.store.db import Store
 
 
 def write_lines(path: Path, items) -> Path:
@@ -39,7 +39,7 @@ def test_all_line_forms(tmp_path):
     assert info.kind == "import" and info.status == "completed"
     assert js["c000"].score == 3.5 and js["c000"].method == "direct"
     assert js["c001"].method == "samples" and js["c001"].score == pytest.approx(11 / 3)
-    assert js["c001"].samples == (4.0, 3.0, 4.0, None) and js["c001"].details["invalid_samples"] == 1
+    assert js["c001"].samples == (4.0, 3.0, 4.0, None) and js["c001"].details.invalid_samples == 1
     assert js["c002"].method == "logprobs" and js["c002"].score == pytest.approx(3.7)
     assert js["c003"].valid is False and js["c003"].reason == "judge returned invalid JSON"
     assert js["c004"].valid is False

@@ -9,8 +9,8 @@ import pytest
 
 from conftest import ROOT, cli, git
 from geval_spec.errors import RefError, SpecError
-from geval_spec.load import load_spec
-from geval_spec.registry import Project
+from geval_spec.spec.load import load_spec
+from geval_spec.spec.project import Project
 
 
 @pytest.fixture

@@ -8,9 +8,12 @@ import pytest
 
 from conftest import ROOT, cli
 from geval_spec.errors import TemplateError
-from geval_spec.load import load_spec
-from geval_spec.registry import Project
-from geval_spec.render import Renderer, TemplateSource, serialise
+from geval_spec.dataset.cases import read_cases
+from geval_spec.spec.load import load_spec
+from geval_spec.spec.project import Project
+from geval_spec.judge.render import Renderer, renderer_for
+from geval_spec.judge.types import serialise
+from geval_spec.spec.template import TemplateSource
 
 
 def parsed(name: str):
@@ -20,8 +23,8 @@ def parsed(name: str):
 @pytest.mark.parametrize("name", ["summeval-consistency", "topical-chat-coherence", "nl-samenvatting-consistentie"])
 def test_two_cases_share_the_static_prefix(name):
     p = parsed(name)
-    cases = p.load_data().cases
-    r = p.renderer()
+    cases = read_cases(p).cases
+    r = renderer_for(p)
     a, b = r.render(cases[0].id, cases[0].fields), r.render(cases[1].id, cases[1].fields)
     prefix = r.static_prefix()
     assert len(prefix) > 200
@@ -35,10 +38,10 @@ def test_two_cases_share_the_static_prefix(name):
 
 def test_render_prints_the_exact_messages():
     p = parsed("summeval-consistency")
-    case = p.load_data().cases[5]
+    case = read_cases(p).cases[5]
     res = cli("render", "summeval-consistency", "--case", case.id)
     assert res.code == 0, res.err
-    rendered = p.renderer().render(case.id, case.fields)
+    rendered = renderer_for(p).render(case.id, case.fields)
     expected = "".join(f"--- {m.role} ---\n{m.content}\n" for m in rendered.messages)
     assert res.out.split("\n", 2)[2] == expected
     assert "static prefix:" in res.out
@@ -46,11 +49,11 @@ def test_render_prints_the_exact_messages():
 
 def test_render_json_is_the_request_body():
     p = parsed("topical-chat-coherence")
-    case = p.load_data().cases[0]
+    case = read_cases(p).cases[0]
     res = cli("render", "topical-chat-coherence", "--format", "json")
     body = json.loads(res.out)[0]["body"]
     assert body["logprobs"] is True and body["top_logprobs"] == 20 and body["model"] == "openai/gpt-4.1-mini"
-    assert body["messages"] == p.renderer().render(case.id, case.fields).as_dicts()
+    assert body["messages"] == renderer_for(p).render(case.id, case.fields).as_dicts()
 
 
 def test_unknown_case_suggests():

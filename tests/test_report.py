@@ -216,3 +216,21 @@ def test_audit(tmp_path):
     assert "d1: dev, test" in md.out and "Krippendorff" in md.out and "NOT enough" in md.out
     val = cli("validate", "a", cwd=tmp_path)
     assert val.code == 0 and "source group 'd1' spans splits dev, test" in val.err
+
+
+def test_pass_mark_summary_is_reported(tmp_path):
+    """calibration.pass_mark used to crash report (exit 70): a nested helper called itself on a float."""
+    shutil.copytree(ROOT / "specs", tmp_path / "specs")
+    spec = tmp_path / "specs" / "summeval-consistency.yaml"
+    spec.write_text(spec.read_text().replace("threshold: 0.8", "threshold: 0.8\n  pass_mark: 0.25"))
+    db = str(tmp_path / "r.duckdb")
+    assert cli("import", "summeval-consistency", "specs/data/tcva/summeval-consistency.verdicts.jsonl", "--db", db,
+               cwd=tmp_path).code == 0
+    res = cli("report", "summeval-consistency", "--format", "json", "--out", "-", "--db", db, cwd=tmp_path)
+    assert res.code == 1, res.err  # the gate fails; the report is made
+    pm = json.loads(res.out)["diagnostics"]["pass_mark"]
+    assert pm["pass_mark"] == 0.25 and pm["overall"]["n"] == 172
+    assert 0 < pm["overall"]["accuracy"] <= pm["overall"]["validity"] <= 1
+    assert abs(pm["overall"]["accuracy_when_valid"] - pm["overall"]["accuracy"] / pm["overall"]["validity"]) < 1e-3
+    md = cli("report", "summeval-consistency", "--out", "-", "--db", db, cwd=tmp_path).out
+    assert "### Accuracy at the pass mark" in md

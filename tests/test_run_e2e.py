@@ -11,7 +11,7 @@ import pytest
 from conftest import cli, run_cli
 from e2e_helpers import make_project
 from openai_server import FakeOpenAI, ServerConfig
-from geval_spec.store import Store
+from geval_spec.store.db import Store
 
 
 @pytest.fixture
@@ -121,7 +121,7 @@ def test_fallback_samples_is_recorded(tmp_path):
         res = cli("run", "demo", cwd=root)
         assert res.code == 0, res.err
         js = judgments(root, last_line(res.out))
-        assert all(j.method == "samples" and j.details.get("fallback_from") == "logprobs" for j in js.values())
+        assert all(j.method == "samples" and j.details.fallback_from == "logprobs" for j in js.values())
         assert all(j.samples is not None and len(j.samples) == 3 for j in js.values())
         before = srv.state.total
         assert cli("run", "demo", cwd=root).code == 0 and srv.state.total == before
@@ -161,7 +161,7 @@ def test_direct_and_invalid_output_is_kept(tmp_path):
         js = judgments(root, last_line(res.out))
         assert js["c003"].valid is False and js["c003"].reason == "no JSON object in the output"
         assert js["c004"].valid is False and js["c004"].reason == "score 9 is outside 1..5"
-        assert js["c000"].valid and js["c000"].score == 1.0 and js["c000"].details["errors"] == ["e"]
+        assert js["c000"].valid and js["c000"].score == 1.0 and js["c000"].details.errors == ("e",)
         assert "validity 66.7%" in res.out
 
 

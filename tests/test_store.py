@@ -8,7 +8,8 @@ import sys
 import pytest
 
 from geval_spec.errors import StoreError
-from geval_spec.store import ResponseRecord, ResponseWriter, Store
+from geval_spec.store.db import ResponseWriter, Store
+from geval_spec.store.records import ResponseRecord
 
 
 def record(h: str, ok: bool = True, attempt: int = 0) -> ResponseRecord:

@@ -12,11 +12,11 @@ from hypothesis import strategies as st
 
 from conftest import ROOT, cli
 from geval_spec import power_mean, tcva_score, temperature_to_p
-from geval_spec.analysis import build_frame
-from geval_spec.registry import Project
-from geval_spec.runs import load
-from geval_spec.store import Store
-from geval_spec.tcva import tcva_matrix
+from geval_spec.analysis.frame import build_frame
+from geval_spec.spec.project import Project
+from geval_spec.analysis.resolve import load
+from geval_spec.store.db import Store
+from geval_spec.judge.tcva import tcva_matrix
 
 DATASETS = {"summeval": "summeval-consistency", "summeval_rel": "summeval-relevance", "usr": "usr-faithfulness"}
 
@@ -133,7 +133,7 @@ levels = st.lists(st.sampled_from(["fully", "mostly", "partially", "minor", "non
 def test_scores_stay_in_unit_interval_and_match_vectorised(v, t, penalty):
     s = tcva_score(v, t, none_penalty=penalty)
     assert 0.0 <= s <= 1.0 + 1e-12
-    from geval_spec.tcva import DEFAULT_WEIGHTS, normalise_verdict
+    from geval_spec.judge.tcva import DEFAULT_WEIGHTS, normalise_verdict
 
     w = [DEFAULT_WEIGHTS[normalise_verdict(x)] for x in v]
     vec = tcva_matrix(np.zeros(len(w), dtype=int), w, 1, [t], none_penalty=penalty)[0, 0]

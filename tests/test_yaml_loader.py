@@ -7,9 +7,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from geval_spec.errors import GevalError, SpecError
-from geval_spec.load import load_spec
-from geval_spec.registry import SpecSource
-from geval_spec.yamlsource import load_yaml
+from geval_spec.spec.load import load_spec
+from geval_spec.spec.project import SpecSource
+from geval_spec.spec.yamldoc import load_yaml
 from conftest import ROOT
 
 

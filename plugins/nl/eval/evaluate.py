@@ -20,7 +20,7 @@ import json
 import sys
 from pathlib import Path
 
-from geval_spec.model import Language
+from geval_spec.spec.sections import Language
 from geval_spec_nl import check
 
 HERE = Path(__file__).resolve().parent

@@ -16,14 +16,16 @@ spec's ``lexicon`` are never flagged.
 
 from __future__ import annotations
 
+from geval_spec.plugins import Registry
+
 from .check import check
 
 
 class _Plugin:
     name = "nl"
 
-    def setup(self, registry) -> None:
-        registry.add_language("nl", check)
+    def setup(self, registry: Registry) -> None:
+        registry.add_language("nl", check, kinds=("formality", "compound"))
 
 
 plugin = _Plugin()

@@ -1,0 +1,1 @@
+"""Analysis: stored judgments -> frame -> calibration, gate, sweep, diagnostics, compare, audit (typed results)."""

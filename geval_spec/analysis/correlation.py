@@ -1,0 +1,298 @@
+"""Correlation between judge and human scores, at three levels, with bootstrap intervals.
+
+Levels:
+
+- ``dataset``: one correlation over all cases;
+- ``group`` (G-Eval's summary level): a correlation within each source group,
+  then their mean; groups where either side is constant (or with fewer than
+  two cases) are skipped and counted;
+- ``system``: the mean judge and human score per system, correlated across
+  systems.
+
+Confidence intervals come from a percentile bootstrap that resamples the
+spec's unit (whole groups by default, or cases) with
+``np.random.default_rng(seed)`` and ``rng.integers(0, U, size=(draws, U))``
+drawn in chunks. A resample is a weight per case (how often its unit was
+drawn), so every statistic is computed from weights without copying the data:
+weighted average ranks for Spearman, weighted moments for Pearson. Kendall's
+tau is computed on the materialised resample. Group level always resamples
+groups (resampling cases would change the correlations inside a group).
+Resamples where the statistic is undefined (a constant side) are dropped and
+counted.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+Array = npt.NDArray[Any]
+
+METRICS = ("spearman", "pearson", "kendall")
+LEVELS = ("dataset", "group", "system")
+CHUNK_VALUES = 4_000_000  # floats per chunk of the weight matrix
+
+
+@dataclass(frozen=True)
+class Estimate:
+    value: float | None
+    ci_low: float | None
+    ci_high: float | None
+    n: int  # cases (dataset), groups used (group) or systems (system)
+    skipped: int = 0  # groups skipped as constant
+    draws_used: int = 0
+
+
+def correlation(x: npt.ArrayLike, y: npt.ArrayLike, metric: str) -> float:
+    """One correlation; NaN with fewer than three pairs or a constant side.
+
+    Spearman and Pearson use the same routines as every bootstrap resample
+    (average ranks, moments; equal to scipy's spearmanr and pearsonr, which a
+    test checks), so points and intervals come from one implementation and
+    the gate at the end of ``run`` does not wait for scipy to import.
+    Kendall's tau is scipy's ``kendalltau`` (tau-b).
+    """
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    if x.size < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return math.nan
+    ones = np.ones(x.size)
+    if metric == "spearman":
+        return _weighted_pearson(_weighted_ranks(x, ones), _weighted_ranks(y, ones), ones)
+    if metric == "pearson":
+        return _weighted_pearson(x, y, ones)
+    if metric == "kendall":
+        from scipy import stats
+
+        return float(stats.kendalltau(x, y).statistic)
+    raise ValueError(metric)
+
+
+def _codes(labels: Sequence[Any]) -> tuple[Array, int]:
+    _, inverse = np.unique(np.asarray([str(v) for v in labels]), return_inverse=True)
+    return inverse.astype(np.int64), int(inverse.max()) + 1 if len(inverse) else 0
+
+
+def group_values(x: npt.ArrayLike, y: npt.ArrayLike, groups: Sequence[Any], metric: str) -> tuple[Array, Array, int]:
+    """Per-group correlations (NaN where skipped), each group's code, and the skipped count."""
+    codes, g = _codes(groups)
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(g + 1))
+    values = np.full(g, np.nan)
+    for k in range(g):
+        idx = order[bounds[k]:bounds[k + 1]]
+        if idx.size >= 2 and np.ptp(x[idx]) > 0 and np.ptp(y[idx]) > 0:
+            if idx.size == 2:  # every metric is +-1 for two distinct pairs
+                values[k] = float(np.sign((x[idx[1]] - x[idx[0]]) * (y[idx[1]] - y[idx[0]])))
+            else:
+                values[k] = correlation(x[idx], y[idx], metric)
+    skipped = int(np.isnan(values).sum())
+    return values, codes, skipped
+
+
+def system_means(x: npt.ArrayLike, y: npt.ArrayLike, systems: Sequence[Any]) -> tuple[Array, Array]:
+    codes, s = _codes(systems)
+    counts = np.bincount(codes, minlength=s)
+    return (np.bincount(codes, weights=np.asarray(x, float), minlength=s) / counts,
+            np.bincount(codes, weights=np.asarray(y, float), minlength=s) / counts)
+
+
+def point(x: npt.ArrayLike, y: npt.ArrayLike, metric: str, level: str, groups: Sequence[Any] | None = None,
+          systems: Sequence[Any] | None = None) -> tuple[float, int, int]:
+    """(value, n, skipped) at one level."""
+    if level == "dataset":
+        return correlation(x, y, metric), int(np.asarray(x).size), 0
+    if level == "group":
+        values, _, skipped = group_values(x, y, _needed(groups, level), metric)
+        used = values[~np.isnan(values)]
+        return (float(used.mean()) if used.size else math.nan), int(used.size), skipped
+    if level == "system":
+        mx, my = system_means(x, y, _needed(systems, level))
+        return correlation(mx, my, metric), int(mx.size), 0
+    raise ValueError(level)
+
+
+def _needed(labels: Sequence[Any] | None, level: str) -> Sequence[Any]:
+    if labels is None:
+        raise ValueError(f"{level} level needs a label per case")
+    return labels
+
+
+# -- bootstrap -------------------------------------------------------------------------------
+def _weighted_ranks(values: Array, weights: Array) -> Array:
+    """Average ranks of every case in the multiset where case i appears weights[i] times."""
+    uniq, inv = np.unique(values, return_inverse=True)
+    counts = np.bincount(inv, weights=weights, minlength=uniq.size)
+    before = np.cumsum(counts) - counts
+    return (before + (counts + 1.0) / 2.0)[inv]
+
+
+def _weighted_pearson(a: Array, b: Array, w: Array) -> float:
+    total = w.sum()
+    if total <= 0:
+        return math.nan
+    ma = (w * a).sum() / total
+    mb = (w * b).sum() / total
+    da, db = a - ma, b - mb
+    va, vb = (w * da * da).sum(), (w * db * db).sum()
+    if va <= 0 or vb <= 0:
+        return math.nan
+    return float((w * da * db).sum() / math.sqrt(va * vb))
+
+
+def _rowwise_pearson(a: Array, b: Array) -> Array:
+    da = a - a.mean(axis=1, keepdims=True)
+    db = b - b.mean(axis=1, keepdims=True)
+    den = np.sqrt((da * da).sum(axis=1) * (db * db).sum(axis=1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, (da * db).sum(axis=1) / den, np.nan)
+
+
+def _rowwise_ranks(a: Array) -> Array:
+    from scipy.stats import rankdata
+
+    return rankdata(a, axis=1)
+
+
+def _unit_weights(rng: np.random.Generator, unit_codes: Array, n_units: int, rows: int) -> Array:
+    """rows x n_cases weights: how often each case's unit was drawn."""
+    idx = rng.integers(0, n_units, size=(rows, n_units))
+    offsets = (np.arange(rows) * n_units)[:, None]
+    counts = np.bincount((idx + offsets).ravel(), minlength=rows * n_units).reshape(rows, n_units)
+    return counts[:, unit_codes].astype(float)
+
+
+def resample(xs: Sequence[npt.ArrayLike], y: npt.ArrayLike, metric: str, level: str, *, units: Sequence[Any],
+             draws: int, seed: int, groups: Sequence[Any] | None = None,
+             systems: Sequence[Any] | None = None) -> Array:
+    """Bootstrap statistics of several score vectors on the *same* draws: an array [draw, vector].
+
+    Every vector is judged against the same human scores ``y`` and every draw
+    resamples the same units for all of them, so differences are paired.
+    """
+    vectors = [np.asarray(x, dtype=float) for x in xs]
+    y = np.asarray(y, dtype=float)
+    k = len(vectors)
+    rng = np.random.default_rng(seed)
+    out = np.full((draws, k), np.nan)
+    if level == "group":
+        per = [group_values(x, y, _needed(groups, level), metric)[0] for x in vectors]
+        valid = np.all([~np.isnan(v) for v in per], axis=0)  # a group counts only where every vector has a value
+        g = valid.size
+        rows = max(1, CHUNK_VALUES // max(g, 1))
+        for start in range(0, draws, rows):
+            count = min(rows, draws - start)
+            idx = rng.integers(0, g, size=(count, g))
+            used = valid[idx].sum(axis=1)
+            for j, v in enumerate(per):
+                filled = np.where(valid, v, 0.0)
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    out[start:start + count, j] = filled[idx].sum(axis=1) / used
+        return out
+    unit_codes, n_units = _codes(units)
+    n = y.size
+    rows = max(1, CHUNK_VALUES // max(n, 1))
+    if level == "system":
+        sys_codes, s = _codes(_needed(systems, level))
+        onehot = np.zeros((n, s))
+        onehot[np.arange(n), sys_codes] = 1.0
+    for start in range(0, draws, rows):
+        count = min(rows, draws - start)
+        w = _unit_weights(rng, unit_codes, n_units, count)
+        if level == "dataset":
+            if metric == "kendall":
+                from scipy.stats import kendalltau
+
+                for r, row in enumerate(w):
+                    rep = np.repeat(np.arange(n), row.astype(np.int64))
+                    ys = y[rep]
+                    for j, x in enumerate(vectors):
+                        xr = x[rep]
+                        out[start + r, j] = (kendalltau(xr, ys).statistic if np.ptp(xr) > 0 and np.ptp(ys) > 0
+                                             else np.nan)
+            elif metric == "spearman":
+                for r, row in enumerate(w):
+                    ry = _weighted_ranks(y, row)
+                    for j, x in enumerate(vectors):
+                        out[start + r, j] = _weighted_pearson(_weighted_ranks(x, row), ry, row)
+            else:
+                for r, row in enumerate(w):
+                    for j, x in enumerate(vectors):
+                        out[start + r, j] = _weighted_pearson(x, y, row)
+        else:  # system level: weighted means per system, correlated across systems
+            cnt = w @ onehot
+            with np.errstate(invalid="ignore", divide="ignore"):
+                my = (w * y) @ onehot / cnt
+            for j, x in enumerate(vectors):
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    mx = (w * x) @ onehot / cnt
+                keep = ~np.isnan(mx).any(axis=1)
+                col = np.full(count, np.nan)
+                if metric == "pearson":
+                    col[keep] = _rowwise_pearson(mx[keep], my[keep])
+                elif metric == "spearman":
+                    col[keep] = _rowwise_pearson(_rowwise_ranks(mx[keep]), _rowwise_ranks(my[keep]))
+                else:
+                    from scipy.stats import kendalltau
+
+                    for i in np.nonzero(keep)[0]:
+                        col[i] = kendalltau(mx[i], my[i]).statistic
+                out[start:start + count, j] = col
+    return out
+
+
+def _interval(samples: Array, conf: float) -> tuple[float | None, float | None, int]:
+    from geval_spec.analysis.hygiene import quantile_bounds
+
+    arr = samples[np.isfinite(samples)]
+    if arr.size == 0:
+        return None, None, 0
+    lo, hi = np.quantile(arr, list(quantile_bounds(conf)))
+    return float(lo), float(hi), int(arr.size)
+
+
+def bootstrap(x: npt.ArrayLike, y: npt.ArrayLike, metric: str, level: str, *, units: Sequence[Any], draws: int,
+              seed: int, conf: float = 0.95,
+              groups: Sequence[Any] | None = None, systems: Sequence[Any] | None = None) -> Estimate:
+    """Point estimate and percentile interval at one level."""
+    value, n, skipped = point(x, y, metric, level, groups, systems)
+    if not math.isfinite(value):
+        return Estimate(None, None, None, n, skipped)
+    samples = resample([x], y, metric, level, units=units, draws=draws, seed=seed, groups=groups,
+                       systems=systems)[:, 0]
+    lo, hi, used = _interval(samples, conf)
+    return Estimate(float(value), lo, hi, n, skipped, used)
+
+
+@dataclass(frozen=True)
+class Difference:
+    a: float | None
+    b: float | None
+    diff: float | None  # b - a
+    ci_low: float | None
+    ci_high: float | None
+    n: int
+    draws_used: int = 0
+
+
+def paired_difference(xa: npt.ArrayLike, xb: npt.ArrayLike, y: npt.ArrayLike, metric: str, level: str, *,
+                      units: Sequence[Any], draws: int, seed: int, conf: float = 0.95,
+                      groups: Sequence[Any] | None = None,
+                      systems: Sequence[Any] | None = None) -> Difference:
+    """metric(B) - metric(A) on the same cases, with an interval from paired resampling."""
+    va, n, _ = point(xa, y, metric, level, groups, systems)
+    vb, _, _ = point(xb, y, metric, level, groups, systems)
+    a = float(va) if math.isfinite(va) else None
+    b = float(vb) if math.isfinite(vb) else None
+    if a is None or b is None:
+        return Difference(a, b, None, None, None, n)
+    samples = resample([xa, xb], y, metric, level, units=units, draws=draws, seed=seed, groups=groups,
+                       systems=systems)
+    lo, hi, used = _interval(samples[:, 1] - samples[:, 0], conf)
+    return Difference(a, b, b - a, lo, hi, n, used)

@@ -1,0 +1,86 @@
+"""Which stored run a command means, and what its analysis reads: RUN | REF -> :class:`Loaded`.
+
+``RUN`` (a run id) means that run, analysed with the settings stored with it.
+``REF`` (a spec reference) means the newest completed run of that spec with
+the same judging fingerprint on the same data, analysed with the spec's
+*current* analysis settings: a change of aggregation, splits, bootstrap or
+calibration is recomputed from stored judgments without any judge call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from geval_spec.analysis.frame import Findings, Frame, Source, build_frame
+from geval_spec.dataset.cases import file_sha256
+from geval_spec.errors import NoStoredRun, Problem, RefError
+from geval_spec.judge.types import Judgment
+from geval_spec.spec.load import ParsedSpec, ResolvedSpec, load_spec
+from geval_spec.spec.project import RUN_ID, Project, display_path
+from geval_spec.store.db import Store
+from geval_spec.store.records import RunInfo
+
+
+@dataclass(frozen=True)
+class Loaded:
+    source: Source
+    run: RunInfo
+    case_ids: tuple[str, ...]
+    judgments: tuple[Judgment, ...]
+    label: str  # how the user named it
+    spec_file: str
+    resolved: ResolvedSpec  # the spec as stored with the run (RUN), or the REF's current one
+    findings: Findings = field(default_factory=dict)  # case id -> language pre-check findings
+
+    def frame(self, temperature: float | None = None) -> Frame:
+        return build_frame(self.source, self.case_ids, self.judgments, temperature=temperature,
+                           findings=self.findings)
+
+
+def source_of_run(run: RunInfo) -> Source:
+    path = Path(run.data_path)
+    return Source(spec=run.resolved.spec, run_id=run.run_id, judging_fp=run.judging_fp, analysis_fp=run.analysis_fp,
+                  data_path=path, data_display=display_path(path), run_data_sha256=run.data_sha256,
+                  run_judges=run.labels)
+
+
+def load(store: Store, project: Project, what: str) -> Loaded:
+    """The run a RUN id or a spec REF stands for, with what its analysis reads."""
+    if RUN_ID.match(what):
+        run = store.get_run(what)
+        if run is None:
+            raise RefError(problems=[Problem(f"no run {what!r} in {store.path}")])
+        if run.status != "completed":
+            raise RefError(problems=[Problem(f"run {what} is {run.status}; its judgments are incomplete",
+                                             hint=f"rerun the spec: geval-spec run {run.spec_ref}")])
+        return Loaded(source=source_of_run(run), run=run, case_ids=tuple(store.run_case_ids(run.run_id)),
+                      judgments=tuple(store.judgments(run.run_id)), label=what, spec_file=run.spec_file,
+                      resolved=run.resolved, findings=store.findings(run.run_id))
+    parsed = load_spec(project.resolve(what))
+    run = newest_run(store, parsed, what)
+    source = Source(spec=parsed.spec, run_id=run.run_id, judging_fp=parsed.judging_fp,
+                    analysis_fp=parsed.analysis_fp, data_path=parsed.data_path, data_display=parsed.data_display,
+                    run_data_sha256=run.data_sha256, run_judges=run.labels, key_problem=parsed.key_problem)
+    return Loaded(source=source, run=run, case_ids=tuple(store.run_case_ids(run.run_id)),
+                  judgments=tuple(store.judgments(run.run_id)), label=what, spec_file=parsed.source.display,
+                  resolved=parsed.resolved(), findings=store.findings(run.run_id))
+
+
+def newest_run(store: Store, parsed: ParsedSpec, ref: str | None = None) -> RunInfo:
+    """Newest completed run of this judging fingerprint on the current data."""
+    dataset_sha = file_sha256(parsed.data_path)
+    runs = store.find_runs(spec_name=parsed.name, judging_fp=parsed.judging_fp, status="completed")
+    same_data = [r for r in runs if r.data_sha256 == dataset_sha]
+    if same_data:
+        return same_data[0]
+    hint = f"make one: geval-spec run {ref or parsed.name}"
+    if runs:
+        raise NoStoredRun(problems=[Problem(
+            f"the stored runs of {parsed.name} with this judging fingerprint used other data than "
+            f"{parsed.data_display} has now", hint=hint)])
+    others = store.find_runs(spec_name=parsed.name, status="completed")
+    what = (f"{len(others)} run(s) of {parsed.name} exist, but none with judging fingerprint "
+            f"{parsed.judging_fp[:10]} (the spec's judging changed since)" if others else
+            f"no stored run of {parsed.name}")
+    raise NoStoredRun(problems=[Problem(what, hint=hint)])

@@ -1,0 +1,153 @@
+"""``report``, ``sweep``, ``compare`` and ``audit``: the commands that analyse; none of them sends a request
+(``compare --run`` excepted)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal, Optional
+
+import typer
+
+from geval_spec.cli.common import DB_HELP, app, db_path, echo, echo_err, handled, project, write_out
+from geval_spec.cli.progress import ProgressView
+from geval_spec.errors import EXIT_GATE, EXIT_OK, InputError, Problem
+
+OUT_HELP = "Write here (default reports/<spec>/{name}); - prints to stdout."
+
+
+def _slug(text: str) -> str:
+    import re
+
+    return re.sub(r"[^A-Za-z0-9.-]+", "_", text).strip("_")[:60] or "x"
+
+
+@app.command()
+@handled
+def report(
+    what: str = typer.Argument(..., metavar="RUN|REF", help="A run id, or a spec REF (its newest matching run)."),
+    temperature: Optional[float] = typer.Option(None, "--temperature", min=0.1, max=1.0,
+                                                help="TCVA: re-aggregate stored verdicts at this temperature."),
+    fmt: Literal["md", "json", "html", "all"] = typer.Option("md", "--format",
+                                                             help="md, json, html, or all (the three files)."),
+    out: Optional[Path] = typer.Option(None, "--out", help=OUT_HELP.format(name="report.<ext>")),
+    junit: Optional[Path] = typer.Option(None, "--junit", help="Also write the gate as JUnit XML."),
+    exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when the gate fails."),
+    db: Optional[Path] = typer.Option(None, "--db", help=DB_HELP),
+) -> int:
+    """Calibration report from stored judgments (sends nothing); exit 1 when the gate fails."""
+    from geval_spec.analysis.calibration import build
+    from geval_spec.analysis.resolve import load
+    from geval_spec.output.html import to_html
+    from geval_spec.output.jsonout import to_json
+    from geval_spec.output.junit import to_junit
+    from geval_spec.output.report import to_markdown
+    from geval_spec.store.db import Store
+
+    if fmt == "all" and out is not None:
+        raise InputError(problems=[Problem("--format all writes three files into reports/<spec>/; "
+                                           "--out takes one file, so give it with one format")])
+    proj = project()
+    with Store.open_existing(db_path(db)) as store:
+        loaded = load(store, proj, what)
+    spec = loaded.source.spec
+    if temperature is not None and spec.scoring.method != "verdicts":
+        raise InputError(problems=[Problem("--temperature re-aggregates TCVA verdicts; "
+                                           f"{spec.name} uses method {spec.scoring.method}")])
+    result = build(loaded, temperature=temperature)
+    renderers = {"md": to_markdown, "json": to_json, "html": to_html}
+    g = result.gate
+    if out is not None and str(out) == "-":
+        write_out(renderers["md" if fmt == "all" else fmt](result), out, out)
+    else:
+        echo(f"gate {'passed' if g.passed else 'FAILED'}: {g.reason}")
+        for ext in (("md", "json", "html") if fmt == "all" else (fmt,)):
+            written = write_out(renderers[ext](result), out, proj.root / "reports" / spec.name / f"report.{ext}")
+            echo(f"wrote {written}")
+    if junit is not None:
+        write_out(to_junit(spec.name, g), junit, junit)
+    return EXIT_OK if g.passed or exit_zero else EXIT_GATE
+
+
+@app.command()
+@handled
+def sweep(
+    what: str = typer.Argument(..., metavar="RUN|REF", help="A run id or a spec REF."),
+    fmt: Literal["md", "json"] = typer.Option("md", "--format", help="md or json."),
+    db: Optional[Path] = typer.Option(None, "--db", help=DB_HELP),
+) -> int:
+    """TCVA temperature sweep from stored verdicts: choose on dev, report on test. Sends nothing."""
+    import json
+
+    from geval_spec.analysis.resolve import load
+    from geval_spec.analysis.sweep import sweep_report
+    from geval_spec.output.report import sweep_markdown
+    from geval_spec.store.db import Store
+
+    with Store.open_existing(db_path(db)) as store:
+        loaded = load(store, project(), what)
+    result = sweep_report(loaded)
+    if fmt == "json":
+        echo(json.dumps(result.model_dump(mode="json"), indent=2))
+        return EXIT_OK
+    echo(f"# TCVA temperature sweep: {result.spec}, run {result.run}")
+    echo("")
+    for line in sweep_markdown(result.block):
+        echo(line)
+    return EXIT_OK
+
+
+@app.command()
+@handled
+def compare(
+    a: str = typer.Argument(..., metavar="A", help="A run id or a spec REF (e.g. summary-consistency@v3)."),
+    b: str = typer.Argument(..., metavar="B", help="A run id or a spec REF (e.g. summary-consistency)."),
+    fmt: Literal["md", "json"] = typer.Option("md", "--format", help="md or json."),
+    out: Optional[Path] = typer.Option(None, "--out", help=OUT_HELP.format(name="compare-A-B.<ext>")),
+    margin: Optional[float] = typer.Option(None, "--margin", min=0.0,
+                                           help="Regression margin (default: B's calibration.margin)."),
+    run_missing: bool = typer.Option(False, "--run", help="Run a spec REF that has no stored run yet."),
+    db: Optional[Path] = typer.Option(None, "--db", help=DB_HELP),
+) -> int:
+    """Compare two spec versions or runs: spec diff, paired deltas with intervals; exit 1 on a regression."""
+    from geval_spec.analysis.compare import compare as run_compare
+    from geval_spec.analysis.compare import load_side
+    from geval_spec.output.compare import to_markdown
+    from geval_spec.output.jsonout import to_json
+
+    proj = project()
+    path = db_path(db)
+    sides = []
+    for ref in (a, b):
+        with ProgressView(ref) as view:
+            sides.append(load_side(proj, path, ref, run_missing, on_progress=view.update, say=echo_err))
+    result = run_compare(sides[0], sides[1], margin=margin)
+    text = to_json(result) if fmt == "json" else to_markdown(result)
+    default = proj.root / "reports" / sides[1].source.spec.name / f"compare-{_slug(a)}-{_slug(b)}.{fmt}"
+    written = write_out(text, out, default)
+    if written is not None:
+        r = result.regression
+        echo(f"change: {result.change.klass} ({result.change.meaning})")
+        echo(f"{'REGRESSION' if r.regressed else 'no significant regression'}: {r.reason}")
+        echo(f"wrote {written}")
+    return EXIT_GATE if result.regression.regressed else EXIT_OK
+
+
+@app.command()
+@handled
+def audit(
+    ref: str = typer.Argument(..., help="A spec REF."),
+    fmt: Literal["md", "json"] = typer.Option("md", "--format", help="md or json."),
+) -> int:
+    """Splits (leakage), human agreement and sample size of a spec's data; needs no judge."""
+    import sys
+
+    from geval_spec.analysis.audit import audit as run_audit
+    from geval_spec.dataset.cases import read_cases
+    from geval_spec.output.audit import to_markdown
+    from geval_spec.output.jsonout import to_json
+    from geval_spec.spec.load import load_spec
+
+    parsed = load_spec(project().resolve(ref))
+    result = run_audit(parsed.spec, read_cases(parsed))
+    sys.stdout.write(to_json(result) if fmt == "json" else to_markdown(result))
+    return EXIT_OK

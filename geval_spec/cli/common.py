@@ -1,0 +1,130 @@
+"""What every command shares: the typer app, output (only the CLI prints), errors -> exit codes, the project.
+
+Exit codes: 0 success; 1 a quality gate failed; 2 invalid input (spec, data,
+arguments, template); 3 the judge could not be reached or failed beyond the
+retry budget; 130 interrupted (Ctrl-C); 70 an internal error (a bug: please
+report it with --debug).
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import traceback
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
+
+import typer
+
+from geval_spec.errors import EXIT_BUG, EXIT_INTERRUPTED, EXIT_OK, GevalError, Problem
+
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None,
+                  no_args_is_help=True, help="LLM-as-a-judge evaluation as versioned, reviewable specs.")
+
+
+class State:
+    root: Optional[Path] = None
+    debug: bool = False
+
+
+STATE = State()
+
+DB_HELP = "Results database (default .geval/results.duckdb)."
+
+
+def echo(text: str = "") -> None:
+    sys.stdout.write(text + "\n")
+
+
+def echo_err(text: str = "") -> None:
+    sys.stderr.write(text + "\n")
+
+
+def console(stderr: bool = False) -> Any:
+    from rich.console import Console
+
+    c = Console(stderr=stderr, highlight=False, soft_wrap=True)
+    if not c.is_terminal:  # piped or captured: never truncate columns
+        c = Console(stderr=stderr, highlight=False, soft_wrap=True, width=400)
+    return c
+
+
+def print_problems(problems: Sequence[Problem]) -> None:
+    for p in problems:
+        echo_err(p.headline())
+        if p.hint:
+            echo_err(f"  hint: {p.hint}")
+        excerpt = p.excerpt()
+        if excerpt:
+            echo_err(excerpt)
+        echo_err()
+
+
+def handled(fn: Callable[..., int]) -> Callable[..., None]:
+    """Turn deliberate errors into messages and exit codes; bugs into one line unless --debug."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> None:
+        try:
+            code = fn(*args, **kwargs)
+        except GevalError as exc:
+            if STATE.debug:
+                traceback.print_exc()
+            if exc.problems:
+                print_problems(exc.problems)
+            else:
+                echo_err(f"error: {exc}")
+            raise typer.Exit(exc.exit_code)
+        except KeyboardInterrupt:
+            echo_err("interrupted")
+            raise typer.Exit(EXIT_INTERRUPTED)
+        except typer.Exit:
+            raise
+        except Exception as exc:  # a bug
+            if STATE.debug:
+                traceback.print_exc()
+            else:
+                echo_err(f"internal error: {type(exc).__name__}: {exc}")
+                echo_err("this is a bug in geval-spec; run again with --debug for the traceback and report it")
+            raise typer.Exit(EXIT_BUG)
+        raise typer.Exit(code or EXIT_OK)
+
+    return wrapper
+
+
+def project() -> Any:
+    from geval_spec.spec.project import Project, find_root
+
+    return Project(STATE.root.resolve() if STATE.root else find_root())
+
+
+def db_path(db: Optional[Path]) -> Path:
+    path: Path = db.resolve() if db is not None else project().default_db
+    return path
+
+
+def shown(path: Path) -> str:
+    from geval_spec.spec.project import display_path
+
+    return display_path(path)
+
+
+def write_out(text: str, out: Optional[Path], default: Path) -> str | None:
+    """Print ``text`` (``--out -``) or write it atomically to ``out`` or ``default``; the path written, if any."""
+    from geval_spec.files import write_atomic
+
+    if out is not None and str(out) == "-":
+        sys.stdout.write(text)
+        return None
+    path = out or default
+    write_atomic(path, text)
+    return shown(path)
+
+
+@app.callback()
+def _global(
+    root: Optional[Path] = typer.Option(None, "--root", help="Project directory (default: nearest one with specs/)."),
+    debug: bool = typer.Option(False, "--debug", help="Show tracebacks."),
+) -> None:
+    STATE.root = root
+    STATE.debug = debug

@@ -1,0 +1,278 @@
+"""A spec's data file -> frozen :class:`Case` values (a :class:`Dataset`).
+
+Files are read by :mod:`geval_spec.dataset.readers` (JSON, JSON Lines, CSV,
+Parquet). Template variables come from dotted paths into each record; a list
+becomes its items joined by blank lines. Case ids must be unique; group,
+system and category are optional. A case whose human value is empty (null,
+"" or absent) is unlabelled. Every problem names the data file, the line or
+record, and the spec key that asked for the value.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Callable, Mapping
+
+from geval_spec.dataset.readers import file_format, read_records
+from geval_spec.errors import DataError, Problem
+from geval_spec.files import ReadError
+from geval_spec.spec.load import ParsedSpec
+from geval_spec.spec.sections import SPLITS, Spec
+from geval_spec.spec.yamldoc import Path as KeyPath
+
+
+class _Missing:
+    """The marker for a value that a record does not have."""
+
+
+_MISSING: Any = _Missing()
+KeyProblem = Callable[[KeyPath, str], Problem]
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    row: int  # 1-based record number in the file
+    fields: Mapping[str, str]
+    human: tuple[float | None, ...]  # one value per rater column
+    group: str | None = None
+    system: str | None = None
+    category: str | None = None
+    family: str | None = None
+    split_value: str | None = None  # raw value of split.field, when the spec uses a column
+
+    @property
+    def human_mean(self) -> float | None:
+        vals = [h for h in self.human if h is not None]
+        return sum(vals) / len(vals) if vals else None
+
+    @property
+    def unit(self) -> str:
+        return self.group if self.group is not None else self.id
+
+
+@dataclass(frozen=True)
+class Dataset:
+    path: Path
+    display: str
+    cases: tuple[Case, ...]
+    sha256: str
+    columns: tuple[str, ...] = field(default=())
+
+    def by_id(self) -> dict[str, Case]:
+        return {c.id: c for c in self.cases}
+
+
+def lookup(record: Any, dotted: str) -> Any:
+    """Follow ``a.b.0.c`` through dicts and lists; _MISSING when a step is absent."""
+    value = record
+    for part in dotted.split("."):
+        if isinstance(value, Mapping) and part in value:
+            value = value[part]
+        elif isinstance(value, (list, tuple)) and part.lstrip("-").isdigit() and -len(value) <= int(part) < len(value):
+            value = value[int(part)]
+        else:
+            return _MISSING
+    return value
+
+
+def as_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (list, tuple)):
+        return "\n\n".join(as_text(v) for v in value)
+    if isinstance(value, Mapping):
+        return json.dumps(value, ensure_ascii=False, sort_keys=True)
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _as_label(value: Any) -> str | None:
+    if value is None or value is _MISSING:
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return str(value)
+
+
+def _as_number(value: Any) -> Any:
+    """A float, None when the value is empty (unlabelled), or _MISSING when it is not a number."""
+    if value is None or value is _MISSING or value == "":
+        return None
+    if isinstance(value, bool):
+        return _MISSING
+    if isinstance(value, (int, float)):
+        return None if isinstance(value, float) and math.isnan(value) else float(value)
+    if isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            return _MISSING
+        return None if math.isnan(number) else number
+    return _MISSING
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+class _Collector:
+    """Collects problems per spec key, listing at most a few records each."""
+
+    def __init__(self, display: str, key_problem: KeyProblem) -> None:
+        self.display = display
+        self.key_problem = key_problem
+        self.found: dict[tuple[tuple[str, ...], str], list[str]] = {}
+
+    def add(self, key: tuple[str, ...], what: str, record: str) -> None:
+        self.found.setdefault((key, what), []).append(record)
+
+    def problems(self) -> list[Problem]:
+        out = []
+        for (key, what), records in self.found.items():
+            shown = ", ".join(records[:5]) + (f" and {len(records) - 5} more" if len(records) > 5 else "")
+            out.append(self.key_problem(key, f"{self.display}: {what} ({shown})"))
+        return out
+
+
+def _case(spec: Spec, rec: dict[str, Any], case_id: str, n: int, where: str, bad: "_Collector") -> Case:
+    """One record as a case; what is wrong with it goes to ``bad``."""
+    d = spec.data
+    humans = [d.human] if isinstance(d.human, str) else list(d.human)
+    values: dict[str, str] = {}
+    for var, dotted in d.fields.items():
+        value = lookup(rec, dotted)
+        if value is _MISSING:
+            bad.add(("data", "fields", var), f"no value at '{dotted}'", where)
+        elif value is None:
+            bad.add(("data", "fields", var), f"'{dotted}' is null", where)
+        else:
+            values[var] = as_text(value)
+    human: list[float | None] = []
+    for i, col in enumerate(humans):
+        key: KeyPath = ("data", "human") if isinstance(d.human, str) else ("data", "human", i)
+        number = _as_number(lookup(rec, col))
+        if number is _MISSING:
+            bad.add(key, f"human score at '{col}' is not a number", f"{where}: {lookup(rec, col)!r}")
+            human.append(None)
+        else:
+            human.append(number)
+    optional: dict[str, str | None] = {}
+    for attr in ("group", "system", "category", "model_family"):
+        col = getattr(d, attr)
+        if col is None:
+            optional[attr] = None
+            continue
+        value = lookup(rec, col)
+        if value is _MISSING or value is None:
+            bad.add(("data", attr), f"no value at '{col}'", where)
+        optional[attr] = _as_label(value)
+    split_value = None
+    split = spec.split
+    if split is not None and hasattr(split, "field"):
+        value = lookup(rec, split.field)
+        if value is _MISSING or value is None:
+            bad.add(("split", "field"), f"no split at '{split.field}'", where)
+        else:
+            split_value = _as_label(value)
+            if split_value not in SPLITS:
+                bad.add(("split", "field"), f"split must be {', '.join(SPLITS[:-1])} or {SPLITS[-1]}",
+                        f"{where}: {split_value!r}")
+    return Case(id=case_id, row=n, fields=MappingProxyType(values), human=tuple(human), group=optional["group"],
+                system=optional["system"], category=optional["category"], family=optional["model_family"],
+                split_value=split_value)
+
+
+def load_dataset(spec: Spec, path: Path, display: str, key_problem: KeyProblem) -> Dataset:
+    """Read the spec's data file into cases.
+
+    ``key_problem(path_tuple, message)`` makes a Problem pointing at a key of
+    the spec, so data errors lead back to the line that asked for the data.
+    """
+    fmt = file_format(path, spec.data.format)
+    if fmt is None:
+        raise DataError(problems=[key_problem(("data", "path"),
+                                              f"cannot tell the format of {display}; set data.format")])
+    try:
+        records = read_records(path, fmt)
+    except ReadError as exc:
+        where = f" ({exc.where})" if exc.where else ""
+        raise DataError(problems=[key_problem(("data", "path"), f"{display}{where}: {exc}")]) from None
+    if not records.rows:
+        raise DataError(problems=[key_problem(("data", "path"), f"{display} holds no records")])
+    d = spec.data
+    absent = _absent_columns(spec, records.rows, records.columns, display, key_problem)
+    if absent:
+        raise DataError(problems=absent)
+    bad = _Collector(display, key_problem)
+    cases: list[Case] = []
+    seen: dict[str, int] = {}
+    dupes: dict[str, list[int]] = {}
+    unit = records.unit
+    for n, (rec, pos) in enumerate(zip(records.rows, records.positions), 1):
+        where = f"{unit} {pos}"
+        raw_id = lookup(rec, d.id)
+        case_id = _as_label(raw_id)
+        if case_id is None or case_id == "":
+            bad.add(("data", "id"), f"no id at '{d.id}'", where)
+            continue
+        if case_id in seen:
+            dupes.setdefault(case_id, [seen[case_id]]).append(pos)
+            continue
+        seen[case_id] = pos
+        cases.append(_case(spec, rec, case_id, n, where, bad))
+    problems = bad.problems()
+    if dupes:
+        listed = "; ".join(f"{k!r} ({unit}s {', '.join(map(str, v))})" for k, v in list(dupes.items())[:10])
+        more = f" and {len(dupes) - 10} more" if len(dupes) > 10 else ""
+        problems.append(key_problem(("data", "id"), f"{display}: duplicate case ids: {listed}{more}"))
+    if problems:
+        raise DataError(problems=problems)
+    return Dataset(path=path, display=display, cases=tuple(cases), sha256=file_sha256(path),
+                   columns=records.columns)
+
+
+def _absent_columns(spec: Spec, rows: list[dict[str, Any]], columns: tuple[str, ...], display: str,
+                    key_problem: KeyProblem) -> list[Problem]:
+    """A problem per column the spec names that no record has, listing the file's columns."""
+    d = spec.data
+    named: list[tuple[KeyPath, str]] = [(("data", "id"), d.id)]
+    named += [(("data", "fields", var), dotted) for var, dotted in d.fields.items()]
+    if isinstance(d.human, str):
+        named.append((("data", "human"), d.human))
+    else:
+        named += [(("data", "human", i), col) for i, col in enumerate(d.human)]
+    for attr in ("group", "system", "category", "model_family"):
+        col = getattr(d, attr)
+        if col is not None:
+            named.append((("data", attr), col))
+    if spec.split is not None and hasattr(spec.split, "field"):
+        named.append((("split", "field"), spec.split.field))
+    present = set(columns) | {k for r in rows for k in r}
+    out = []
+    for key, dotted in named:
+        top = dotted.split(".")[0]
+        if top in present:
+            continue
+        known = sorted(present)
+        close = difflib.get_close_matches(top, known, n=1, cutoff=0.6)
+        hint = (f"did you mean '{close[0]}'? " if close else "") + f"columns of {display}: {', '.join(known[:30])}"
+        problem = key_problem(key, f"{display} has no column '{top}'")
+        out.append(problem.with_hint(hint))
+    return out
+
+
+def read_cases(parsed: ParsedSpec) -> Dataset:
+    """The cases of a loaded spec, read from its data file."""
+    return load_dataset(parsed.spec, parsed.data_path, parsed.data_display, parsed.key_problem)

@@ -1,0 +1,127 @@
+"""Reading data files into plain records: JSON, JSON Lines and CSV with the standard library, Parquet with pyarrow.
+
+Every reader returns the records (one dict per case, in file order), the
+file's top-level column names, and for each record where it starts (the
+line for JSON Lines and CSV, the position for JSON and Parquet), so errors
+can name it. Only regular files are read: a device, a FIFO or a folder is
+refused before anything is read, so ``/dev/zero`` cannot hang a run.
+
+CSV cells are text; an empty cell is a missing value (None). JSON values
+keep their types. Parquet needs pyarrow (``pip install 'geval-spec[parquet]'``);
+nothing else here imports more than the standard library.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from geval_spec.files import ReadError, check_regular, read_text
+
+FORMATS = {".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".parquet": "parquet"}
+
+
+@dataclass(frozen=True)
+class Records:
+    rows: list[dict[str, Any]]
+    columns: tuple[str, ...]
+    unit: str  # "line" or "record": how errors name a row
+    positions: tuple[int, ...]  # per row: its line (line unit) or its 1-based index (record unit)
+
+
+def file_format(path: Path, declared: str | None) -> str | None:
+    return declared or FORMATS.get(path.suffix.lower())
+
+
+def _decode(text: str, where: str) -> Any:
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ReadError("JSON nested too deeply", where=where) from None
+    except ValueError as exc:
+        msg = getattr(exc, "msg", str(exc))
+        raise ReadError(f"not valid JSON: {msg}", where=where) from None
+
+
+def _columns(rows: list[dict[str, Any]]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(k for r in rows[:100] for k in r))
+
+
+def read_json(path: Path) -> Records:
+    value = _decode(read_text(path), "the file")
+    items = value if isinstance(value, list) else [value]
+    rows = []
+    for n, item in enumerate(items, 1):
+        if not isinstance(item, dict):
+            raise ReadError(f"every record must be a JSON object, found {type(item).__name__}", where=f"record {n}")
+        rows.append(item)
+    return Records(rows, _columns(rows), "record", tuple(range(1, len(rows) + 1)))
+
+
+def read_jsonl(path: Path) -> Records:
+    rows: list[dict[str, Any]] = []
+    positions: list[int] = []
+    for n, line in enumerate(read_text(path).splitlines(), 1):
+        if not line.strip():
+            continue
+        item = _decode(line, f"line {n}")
+        if not isinstance(item, dict):
+            raise ReadError(f"every line must be a JSON object, found {type(item).__name__}", where=f"line {n}")
+        rows.append(item)
+        positions.append(n)
+    return Records(rows, _columns(rows), "line", tuple(positions))
+
+
+def read_csv(path: Path) -> Records:
+    text = read_text(path)
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    try:
+        header = next(reader, None)
+        if header is None:
+            return Records([], (), "line", ())
+        if len(set(header)) != len(header):
+            dupes = sorted({h for h in header if header.count(h) > 1})
+            raise ReadError(f"duplicate column name(s) {', '.join(map(repr, dupes))}", where="line 1")
+        rows: list[dict[str, Any]] = []
+        positions: list[int] = []
+        start = reader.line_num + 1
+        for cells in reader:
+            if cells:
+                if len(cells) != len(header):
+                    raise ReadError(f"{len(cells)} fields where the header has {len(header)}",
+                                    where=f"line {start}")
+                rows.append({k: (v if v != "" else None) for k, v in zip(header, cells)})
+                positions.append(start)
+            start = reader.line_num + 1
+    except csv.Error as exc:
+        raise ReadError(f"not valid CSV: {exc}", where=f"line {reader.line_num}") from None
+    return Records(rows, tuple(header), "line", tuple(positions))
+
+
+def read_parquet(path: Path) -> Records:
+    check_regular(path)
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise ReadError("reading Parquet needs pyarrow: pip install 'geval-spec[parquet]'") from None
+    try:
+        table = pq.read_table(path)
+    except Exception as exc:  # pyarrow raises many kinds for a bad file
+        raise ReadError(f"not a Parquet file pyarrow can read: {str(exc).splitlines()[0]}") from None
+    rows = table.to_pylist()
+    return Records(rows, tuple(table.column_names), "record", tuple(range(1, len(rows) + 1)))
+
+
+READERS = {"json": read_json, "jsonl": read_jsonl, "csv": read_csv, "parquet": read_parquet}
+
+
+def read_records(path: Path, fmt: str) -> Records:
+    """All records of a data file; raises :class:`ReadError`."""
+    reader = READERS.get(fmt)
+    if reader is None:
+        raise ReadError(f"unknown data format {fmt!r}")
+    return reader(path)

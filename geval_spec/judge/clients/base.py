@@ -1,0 +1,103 @@
+"""What every judge client shares: the :class:`Client` protocol, :class:`TransportError`, response parsing.
+
+A client sends one request body and returns a
+:class:`~geval_spec.judge.types.Completion`, or raises :class:`TransportError`
+for a failed attempt; the runner decides whether to retry.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Protocol
+
+from geval_spec.judge.types import Choice, Completion, JsonObject, Recorded, TokenLogprob
+
+
+class TransportError(Exception):
+    """One failed attempt.
+
+    ``kind``: rate_limit, server, timeout, connection, malformed (retryable);
+    client, auth (not retryable); replay_miss (a cassette has no answer).
+    """
+
+    def __init__(self, kind: str, message: str, *, status: int | None = None,
+                 retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.status = status
+        self.retry_after = retry_after
+
+    @property
+    def retryable(self) -> bool:
+        return self.kind in ("rate_limit", "server", "timeout", "connection", "malformed")
+
+
+class Client(Protocol):
+    """A way to reach a judge. ``key`` is the request's hash (a cassette answers by it)."""
+
+    name: str
+
+    async def complete(self, body: JsonObject, timeout: float, key: str | None = None) -> Completion: ...
+
+    async def close(self) -> None: ...
+
+
+def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
+    """Retry-After (seconds or HTTP date) and OpenAI's retry-after-ms, as seconds."""
+    if not headers:
+        return None
+    get = headers.get
+    ms = get("retry-after-ms") or get("Retry-After-Ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000.0)
+        except ValueError:
+            pass
+    value = get("retry-after") or get("Retry-After")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        from datetime import datetime, timezone
+        from email.utils import parsedate_to_datetime
+
+        try:
+            when = parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
+
+
+def completion_from_openai(data: JsonObject, model: str, latency_ms: float) -> Completion:
+    """Parse an OpenAI chat.completion JSON body; raise TransportError(malformed) if it is not one."""
+    from geval_spec.judge import costs
+
+    if not isinstance(data, dict) or not isinstance(data.get("choices"), list) or not data["choices"]:
+        raise TransportError("malformed", "response has no choices")
+    choices = []
+    for ch in data["choices"]:
+        if not isinstance(ch, dict):
+            raise TransportError("malformed", "a choice is not an object")
+        message = ch.get("message") or {}
+        text = message.get("content") if isinstance(message, dict) else None
+        lp = ch.get("logprobs")
+        tokens = None
+        if isinstance(lp, dict) and isinstance(lp.get("content"), list):
+            tokens = tuple(
+                TokenLogprob(token=str(t.get("token", "")), logprob=float(t.get("logprob", float("-inf"))),
+                             top=tuple((str(x.get("token", "")), float(x.get("logprob", float("-inf"))))
+                                       for x in (t.get("top_logprobs") or [])))
+                for t in lp["content"] if isinstance(t, dict))
+        choices.append(Choice(text=text, logprobs=tokens, finish_reason=ch.get("finish_reason")))
+    usage = data.get("usage") or {}
+    pt, ct = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    return Completion(choices=tuple(choices), prompt_tokens=pt, completion_tokens=ct,
+                      cost=costs.cost(model, pt, ct), latency_ms=latency_ms, raw=data)
+
+
+def completion_of(recorded: Recorded, model: str) -> Completion:
+    """A recorded response back as the Completion it was, with its recorded usage and cost."""
+    c = completion_from_openai(recorded.response, model, recorded.latency_ms or 0.0)
+    return Completion(choices=c.choices, prompt_tokens=recorded.prompt_tokens,
+                      completion_tokens=recorded.completion_tokens, cost=recorded.cost,
+                      latency_ms=recorded.latency_ms or 0.0, raw=recorded.response)

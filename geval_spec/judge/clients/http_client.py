@@ -1,0 +1,96 @@
+"""A direct client for OpenAI-compatible chat endpoints: one pooled aiohttp session.
+
+Chosen per judge with ``client: openai-http``. It sends exactly the request
+body geval-spec planned (the model name without litellm's ``openai/``
+prefix), with ``Authorization: Bearer $OPENAI_API_KEY`` when that variable is
+set. The key is read from the environment at call time and never stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from typing import Any
+
+from geval_spec.judge.clients.base import TransportError, completion_from_openai, retry_after_seconds
+from geval_spec.judge.types import Completion, JsonObject
+
+DEFAULT_BASE = "https://api.openai.com/v1"
+
+
+def wire_model(model: str) -> str:
+    return model.split("/", 1)[1] if model.startswith("openai/") else model
+
+
+class HttpClient:
+    name = "openai-http"
+
+    def __init__(self, api_base: str | None, concurrency: int) -> None:
+        self.api_base = (api_base or os.environ.get("OPENAI_API_BASE") or DEFAULT_BASE).rstrip("/")
+        self.concurrency = concurrency
+        self._session: Any = None
+
+    async def _get_session(self) -> Any:
+        if self._session is None:
+            import aiohttp
+
+            connector = aiohttp.TCPConnector(limit=max(1, self.concurrency), ttl_dns_cache=300)
+            self._session = aiohttp.ClientSession(connector=connector, json_serialize=json.dumps)
+        return self._session
+
+    async def complete(self, body: JsonObject, timeout: float, key: str | None = None) -> Completion:
+        import aiohttp
+
+        session = await self._get_session()
+        payload = dict(body)
+        payload["model"] = wire_model(body["model"])
+        headers = {"Content-Type": "application/json"}
+        key = os.environ.get("OPENAI_API_KEY")
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        start = time.perf_counter()
+        try:
+            async with session.post(f"{self.api_base}/chat/completions", json=payload, headers=headers,
+                                    timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
+                text = await resp.text()
+                status = resp.status
+                retry_after = retry_after_seconds(resp.headers)
+        except asyncio.TimeoutError:
+            raise TransportError("timeout", f"no answer within {timeout:g} s") from None
+        except aiohttp.ClientConnectorError as exc:
+            raise TransportError("connection", f"cannot connect to {self.api_base}: {exc.os_error or exc}") from None
+        except (aiohttp.ClientError, OSError) as exc:
+            raise TransportError("connection", f"{type(exc).__name__}: {exc}") from None
+        latency = (time.perf_counter() - start) * 1000.0
+        if status != 200:
+            detail = _error_message(text)
+            if status == 429:
+                raise TransportError("rate_limit", f"HTTP 429: {detail}", status=status, retry_after=retry_after)
+            if status >= 500 or status == 408:
+                raise TransportError("server", f"HTTP {status}: {detail}", status=status, retry_after=retry_after)
+            if status in (401, 403):
+                raise TransportError("auth", f"HTTP {status}: {detail}", status=status)
+            raise TransportError("client", f"HTTP {status}: {detail}", status=status)
+        try:
+            data = json.loads(text)
+        except ValueError:
+            raise TransportError("malformed", f"response body is not JSON: {text[:80]!r}") from None
+        return completion_from_openai(data, body["model"], latency)
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
+def _error_message(text: str) -> str:
+    try:
+        data = json.loads(text)
+        msg = data.get("error", {}).get("message") if isinstance(data, dict) else None
+        if msg:
+            return str(msg)[:300]
+    except ValueError:
+        pass
+    return text[:300]

@@ -1,0 +1,90 @@
+"""The litellm client: any provider litellm supports. The only module that imports litellm.
+
+litellm is imported when the first call is due, with its network cost-map
+fetch, telemetry, callbacks and feedback messages off. We do our own retries,
+so litellm's are off too (``num_retries=0``). Credentials come from the usual
+environment variables, read by litellm at call time and never stored.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from geval_spec.judge.clients.base import TransportError, completion_from_openai, retry_after_seconds
+from geval_spec.judge.types import Completion, JsonObject
+
+_litellm: Any = None
+
+
+def _import() -> Any:
+    global _litellm
+    if _litellm is None:
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        os.environ.setdefault("LITELLM_LOG", "ERROR")
+        import litellm
+
+        litellm.suppress_debug_info = True
+        litellm.telemetry = False
+        litellm.callbacks = []
+        litellm.success_callback = []
+        litellm.failure_callback = []
+        litellm.drop_params = False
+        _litellm = litellm
+    return _litellm
+
+
+class LitellmClient:
+    name = "litellm"
+
+    def __init__(self, api_base: str | None, concurrency: int) -> None:
+        self.api_base = api_base
+        self.concurrency = concurrency
+
+    async def complete(self, body: JsonObject, timeout: float, key: str | None = None) -> Completion:
+        litellm = _import()
+        kwargs = dict(body)
+        if self.api_base:
+            kwargs["api_base"] = self.api_base
+            if body["model"].startswith("openai/") and not os.environ.get("OPENAI_API_KEY"):
+                kwargs["api_key"] = "no-key"  # local OpenAI-compatible servers need none
+        start = time.perf_counter()
+        try:
+            response = await litellm.acompletion(num_retries=0, timeout=timeout, **kwargs)
+        except Exception as exc:  # litellm maps every provider error onto its own classes
+            raise _transport_error(exc) from None
+        latency = (time.perf_counter() - start) * 1000.0
+        data = response.model_dump() if hasattr(response, "model_dump") else dict(response)
+        return completion_from_openai(data, body["model"], latency)
+
+    async def close(self) -> None:
+        return None
+
+
+def _transport_error(exc: Exception) -> TransportError:
+    litellm = _import()
+    status = getattr(exc, "status_code", None)
+    headers = getattr(exc, "litellm_response_headers", None)
+    if headers is None:
+        headers = getattr(getattr(exc, "response", None), "headers", None)
+    retry_after = retry_after_seconds(headers)
+    message = str(exc).replace("litellm.", "").strip()[:300]
+    ex = litellm.exceptions
+    if isinstance(exc, ex.RateLimitError):
+        return TransportError("rate_limit", message, status=429, retry_after=retry_after)
+    if isinstance(exc, ex.Timeout):
+        return TransportError("timeout", message, status=status)
+    if isinstance(exc, ex.APIConnectionError) or "Connection error" in message:
+        return TransportError("connection", message, status=status)
+    if isinstance(exc, (ex.AuthenticationError, ex.PermissionDeniedError)):
+        return TransportError("auth", message, status=status)
+    if isinstance(exc, (ex.InternalServerError, ex.ServiceUnavailableError)) or (status or 0) >= 500:
+        return TransportError("server", message, status=status, retry_after=retry_after)
+    if isinstance(exc, ex.BadRequestError) or (status is not None and 400 <= status < 500):
+        return TransportError("client", message, status=status)
+    if isinstance(exc, ValueError) and "JSON" in message:
+        return TransportError("malformed", message, status=status)
+    if isinstance(exc, ex.APIError):
+        return TransportError("malformed" if status in (None, 200) else "server", message, status=status)
+    return TransportError("connection", f"{type(exc).__name__}: {message}", status=status)

@@ -1,0 +1,96 @@
+"""Answers requests from a cassette written by ``geval-spec export RUN --cassette FILE``.
+
+A cassette is JSON Lines: a header line, then one line per answered request
+with its hash, the request body and the recorded response. Replaying sends
+nothing over the network; a request the cassette does not hold stops the run
+with an error that names the case.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Sequence
+
+from geval_spec.errors import DataError, Problem
+from geval_spec.files import ReadError, read_text
+from geval_spec.judge.clients.base import TransportError, completion_of
+from geval_spec.judge.types import Completion, JsonObject, Recorded
+
+FORMAT = "geval-spec cassette"
+VERSION = 1
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def read_cassette(path: Path) -> dict[str, Recorded]:
+    """Request hash -> recorded response; raises DataError naming the file and line."""
+    file = str(path)
+    try:
+        text = read_text(path, "cassette")
+    except ReadError as exc:
+        raise DataError(problems=[Problem(str(exc), file=file, line=exc.line)]) from None
+    answers: dict[str, Recorded] = {}
+    for n, line_text in enumerate(text.splitlines(), 1):
+        if not line_text.strip():
+            continue
+        try:
+            item = json.loads(line_text)
+        except RecursionError:
+            raise DataError(problems=[Problem("JSON nested too deeply", file=file, line=n)]) from None
+        except ValueError as exc:
+            raise DataError(problems=[Problem(f"not JSON: {getattr(exc, 'msg', exc)}", file=file, line=n)]) from None
+        if n == 1:
+            if not isinstance(item, dict) or item.get("format") != FORMAT:
+                raise DataError(problems=[Problem("not a geval-spec cassette (first line lacks its header)",
+                                                  file=file, line=1)])
+            version = item.get("version", 0)
+            if not isinstance(version, int) or version > VERSION:
+                raise DataError(problems=[Problem(f"cassette version {version!r} is not one this geval-spec reads "
+                                                  f"(up to {VERSION})", file=file, line=1)])
+            continue
+        if not isinstance(item, dict) or not isinstance(item.get("hash"), str) \
+                or not isinstance(item.get("response"), dict):
+            raise DataError(problems=[Problem("each line needs 'hash' (text) and 'response' (an object)",
+                                              file=file, line=n)])
+        request = item.get("request")
+        answers[item["hash"]] = Recorded(
+            request_hash=item["hash"], response=item["response"], prompt_tokens=_count(item.get("prompt_tokens")),
+            completion_tokens=_count(item.get("completion_tokens")), cost=_number(item.get("cost")),
+            latency_ms=_number(item.get("latency_ms")), request=request if isinstance(request, dict) else None)
+    return answers
+
+
+class ReplayClient:
+    name = "replay"
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.answers = read_cassette(path)
+
+    async def complete(self, body: JsonObject, timeout: float, key: str | None = None) -> Completion:
+        recorded = self.answers.get(key or "")
+        if recorded is None:
+            raise TransportError("replay_miss", str(self.path))
+        return completion_of(recorded, str(body["model"]))
+
+    async def close(self) -> None:
+        return None
+
+
+def cassette_lines(run_id: str, spec_name: str, judging_fp: str, rows: Sequence[Recorded]) -> list[str]:
+    """A cassette's lines: the header, then one line per recorded response."""
+    header = {"format": FORMAT, "version": VERSION, "run": run_id, "spec": spec_name,
+              "judging_fingerprint": judging_fp}
+    lines = [json.dumps(header, ensure_ascii=False, sort_keys=True)]
+    for r in rows:
+        lines.append(json.dumps({"hash": r.request_hash, "request": r.request, "response": r.response,
+                                 "prompt_tokens": r.prompt_tokens, "completion_tokens": r.completion_tokens,
+                                 "cost": r.cost, "latency_ms": r.latency_ms}, ensure_ascii=False, sort_keys=True))
+    return lines

@@ -1,0 +1,349 @@
+"""Completions -> a :class:`~geval_spec.judge.types.Judgment`: a score, or invalid with its reason.
+
+Scoring methods, recorded on every judgment:
+
+- ``logprobs``: G-Eval's expected score, the sum of p(s) * s over the scale's
+  scores, with p read from the top logprobs at the position where the score
+  is written *inside the JSON object that was parsed* (a ``"score": N``
+  elsewhere in the text is never read), normalised over the scale's scores.
+  Token strings are mapped to scores explicitly: whitespace and any
+  characters the chosen token has before its digits (" 4", "4", ":4") are
+  stripped, and what remains must be a number on the scale. A score written
+  as more than one token ("10" as "1" + "0", "-1" as "-" + "1") is followed
+  along the chain rule: p(10) = p("1") * p("0" | "1"), p(-1) = p("-") *
+  p("1" | "-") and p(1) = p("1") * (1 - p(any digit | "1")), using the next
+  position's alternatives. That conditional is only known along the path the
+  model took; the mass of an alternative that could start a longer score
+  (or is only a sign) on another path is reported as ``ambiguous_mass``:
+  a one-digit score keeps it, a lone sign loses it. ``valid_mass`` is the
+  probability that fell on the scale's scores before normalisation. When the
+  token at the score's position does not decode to the score the judge wrote,
+  or the written score has probability 0, the judgment is invalid with that
+  reason.
+- ``samples``: n sampled outputs, each parsed; the score is the mean of the
+  valid ones, with their standard deviation as the spread.
+- ``direct``: one parsed score.
+- ``verdicts``: TCVA statement verdicts, aggregated by :mod:`geval_spec.judge.tcva`.
+- pairwise specs: a preference for the first candidate (1 A, 0 B, 0.5 tie),
+  from one order or, with a position swap, the mean of both orders.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, replace
+from typing import Any, Iterable, Mapping, Sequence
+
+from geval_spec.judge.outputs import PREFERENCE, as_int_score, parse_preference, parse_score_output, parse_verdicts
+from geval_spec.judge.tcva import tcva_score
+from geval_spec.judge.types import Choice, Completion, Details, Judgment, Method, Request, TokenLogprob, Verdict
+from geval_spec.spec.sections import Aggregation, Spec
+
+PAIRWISE_RULE = "the mean of both orders: orders that disagree give a tie (0.5)"
+
+
+# -- G-Eval expected score -------------------------------------------------------------
+def expected_score(logprobs: Mapping[Any, float], scores: Iterable[int] = range(1, 6)) -> float:
+    """G-Eval's probability-weighted score: sum of p(s) * s, p normalised over ``scores``.
+
+    ``logprobs`` maps scores (ints, or token strings of ints such as ``" 4"``)
+    to log probabilities; keys that stand for the same score add their
+    probabilities, a score without an entry has probability 0, and a key that
+    is no score of ``scores`` is a ``ValueError`` naming it.
+    """
+    allowed = list(scores)
+    probs = {s: 0.0 for s in allowed}
+    for key, lp in logprobs.items():
+        s = as_int_score(key)
+        if s is None or s not in probs:
+            raise ValueError(f"key {key!r} is not a score of the scale {min(allowed)}..{max(allowed)}")
+        probs[s] += math.exp(float(lp))
+    total = sum(probs.values())
+    if total <= 0:
+        raise ValueError("no probability on any allowed score")
+    return sum(s * p / total for s, p in probs.items())
+
+
+@dataclass(frozen=True)
+class Distribution:
+    probs: dict[int, float]  # normalised over the scale
+    valid_mass: float
+    ambiguous_mass: float
+
+    @property
+    def expected(self) -> float:
+        return sum(s * p for s, p in self.probs.items())
+
+
+_SCORE_AT = re.compile(r'(?<!\\)"score"\s*:\s*"?(-?\d+)')
+_PIECE = re.compile(r"-?\d*")
+
+
+def _residual(token: str, prefix: str, suffix: str) -> str | None:
+    """The score characters an alternative token stands for, given the chosen token's shape."""
+    t = token.strip()
+    p = prefix.strip()
+    if p and t.startswith(p):
+        t = t[len(p):].strip()
+    s = suffix.strip()
+    if s and t.endswith(s):
+        t = t[: -len(s)].strip()
+    return t if t and _PIECE.fullmatch(t) else None
+
+
+def _alternatives(tok: TokenLogprob) -> list[tuple[str, float]]:
+    tops = list(tok.top)
+    if all(t != tok.token for t, _ in tops):
+        tops.append((tok.token, tok.logprob))
+    return tops
+
+
+class _Reader:
+    """Walks the chosen tokens of a score, spreading probability over the scale's scores."""
+
+    def __init__(self, tokens: Sequence[TokenLogprob], path: list[tuple[int, str]], prefix: str, suffix: str,
+                 scores: Sequence[int]) -> None:
+        self.tokens = tokens
+        self.path = path  # (token index, the score characters the chosen token holds)
+        self.prefix = prefix
+        self.suffix = suffix
+        self.strings = {str(s): s for s in scores}
+        self.probs: dict[int, float] = {s: 0.0 for s in scores}
+        self.ambiguous = 0.0
+
+    def _extends(self, piece: str) -> bool:
+        return any(s != piece and s.startswith(piece) for s in self.strings)
+
+    def visit(self, step: int, consumed: str, weight: float) -> None:
+        index, chosen = self.path[step]
+        prefix = self.prefix if step == 0 else ""
+        suffix = self.suffix if step == len(self.path) - 1 else ""
+        for token, lp in _alternatives(self.tokens[index]):
+            piece = _residual(token, prefix, suffix)
+            if piece is None or (consumed and piece.startswith("-")):
+                continue
+            p = weight * math.exp(lp)
+            full = consumed + piece
+            if piece == chosen:
+                if step + 1 < len(self.path):
+                    self.visit(step + 1, full, p)
+                else:
+                    self._end(full, p, index + 1)
+            else:
+                if full in self.strings:
+                    self.probs[self.strings[full]] += p
+                if self._extends(full):
+                    self.ambiguous += p
+
+    def _end(self, full: str, p: float, after: int) -> None:
+        """The chosen score is complete: split p between it and longer scores the next token could make."""
+        rest = p
+        if self._extends(full) and after < len(self.tokens):
+            for token, lp in _alternatives(self.tokens[after]):
+                if re.fullmatch(r"\d+", token):
+                    q = p * math.exp(lp)
+                    if full + token in self.strings:
+                        self.probs[self.strings[full + token]] += q
+                    rest -= q
+        if full in self.strings:
+            self.probs[self.strings[full]] += max(rest, 0.0)
+
+
+def distribution_from_logprobs(tokens: Sequence[TokenLogprob], scores: Sequence[int],
+                               span: tuple[int, int] | None = None,
+                               written: int | None = None) -> Distribution | str:
+    """Read the score distribution at the score's position inside ``span``, or return why not."""
+    text = "".join(t.token for t in tokens)
+    lo, hi = span if span is not None else (0, len(text))
+    matches = list(_SCORE_AT.finditer(text, lo, hi))
+    if not matches:
+        return "no score in the output to read logprobs at"
+    start, end = matches[-1].start(1), matches[-1].end(1)
+    if written is not None and int(text[start:end]) != written:
+        return (f"the logprobs at the score's position stand for {text[start:end]}, "
+                f"but the judge wrote {written}")
+    path: list[tuple[int, str]] = []
+    pos = 0
+    prefix = suffix = ""
+    for i, tok in enumerate(tokens):
+        t0, t1 = pos, pos + len(tok.token)
+        pos = t1
+        if t1 <= start or t0 >= end:
+            continue
+        a, b = max(start, t0), min(end, t1)
+        if not path:
+            prefix = tok.token[: a - t0]
+        path.append((i, text[a:b]))
+        if b == end:
+            suffix = tok.token[b - t0:]
+    if not path:
+        return "the score is not in the token stream"
+    reader = _Reader(tokens, path, prefix, suffix, scores)
+    reader.visit(0, "", 1.0)
+    valid_mass = sum(reader.probs.values())
+    if valid_mass <= 1e-12:
+        return "no probability on the scale's scores at the score position"
+    if written is not None and reader.probs.get(written, 0.0) <= 0.0:
+        return f"the written score {written} has probability 0 in the logprobs"
+    normalised = {s: p / valid_mass for s, p in reader.probs.items()}
+    return Distribution(probs=normalised, valid_mass=valid_mass, ambiguous_mass=reader.ambiguous)
+
+
+# -- one judgment per case and judge ---------------------------------------------------------
+def judge_scores(scores: Sequence[int], method: Method, case_id: str, judge: str,
+                 choices: Sequence[Choice]) -> Judgment:
+    """Score a case from the choices of its response(s) under a score method."""
+    if method == "logprobs":
+        choice = choices[0]
+        out = parse_score_output(choice.text, scores)
+        if out.score is None:
+            return Judgment.invalid(case_id, judge, method, out.reason or "invalid")
+        if choice.logprobs is None:
+            return Judgment.invalid(case_id, judge, method, "the response has no logprobs")
+        dist = distribution_from_logprobs(choice.logprobs, scores, span=out.span, written=out.score)
+        if isinstance(dist, str):
+            return Judgment.invalid(case_id, judge, method, dist)
+        details = Details(written_score=out.score, errors=out.errors, ambiguous_mass=dist.ambiguous_mass or None)
+        return Judgment(case_id=case_id, judge=judge, method=method, score=dist.expected, valid=True,
+                        distribution=dist.probs, valid_mass=dist.valid_mass, details=details)
+    if method == "samples":
+        values: list[float | None] = []
+        reasons = []
+        for choice in choices:
+            parsed = parse_score_output(choice.text, scores)
+            values.append(None if parsed.score is None else float(parsed.score))
+            if parsed.reason:
+                reasons.append(parsed.reason)
+        good = [v for v in values if v is not None]
+        if not good:
+            return Judgment(case_id=case_id, judge=judge, method=method, score=None, valid=False,
+                            reason=f"no valid sample ({reasons[0]})" if reasons else "no samples",
+                            samples=tuple(values))
+        mean, spread = mean_and_spread(good)
+        return Judgment(case_id=case_id, judge=judge, method=method, score=mean, valid=True,
+                        samples=tuple(values), spread=spread,
+                        details=Details(invalid_samples=len(values) - len(good),
+                                        invalid_reasons=tuple(reasons) or None))
+    if method == "direct":
+        out = parse_score_output(choices[0].text, scores)
+        if out.score is None:
+            return Judgment.invalid(case_id, judge, method, out.reason or "invalid")
+        return Judgment(case_id=case_id, judge=judge, method=method, score=float(out.score), valid=True,
+                        details=Details(errors=out.errors))
+    raise ValueError(f"not a score method: {method}")
+
+
+def mean_and_spread(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and sample standard deviation (0 for one value)."""
+    mean = sum(values) / len(values)
+    spread = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1)) if len(values) > 1 else 0.0
+    return mean, spread
+
+
+def _order_value(choices: Sequence[Choice], swapped: bool) -> tuple[float | None, str | None]:
+    """Preference for the first candidate from one order's choices (mean over samples)."""
+    values, reasons = [], []
+    for choice in choices:
+        pref, reason = parse_preference(choice.text)
+        if pref is None:
+            reasons.append(reason)
+            continue
+        v = PREFERENCE[pref]
+        values.append(1.0 - v if swapped else v)
+    if not values:
+        return None, reasons[0] if reasons else "no output"
+    return sum(values) / len(values), None
+
+
+def judge_pairwise(case_id: str, judge: str, method: Method, shown: Sequence[Choice],
+                   swapped: Sequence[Choice] | None) -> Judgment:
+    """Preference for the first candidate (1 A, 0 B, 0.5 tie); with a swap, both orders.
+
+    Disagreements between the orders are resolved by the mean of both orders,
+    so an A in one order and a B in the other become a tie.
+    """
+    v_ab, r_ab = _order_value(shown, swapped=False)
+    if swapped is None:
+        details = Details(pairwise=True, order_ab=v_ab)
+        if v_ab is None:
+            return Judgment.invalid(case_id, judge, method, r_ab or "invalid", details)
+        return Judgment(case_id=case_id, judge=judge, method=method, score=v_ab, valid=True, details=details)
+    v_ba, r_ba = _order_value(swapped, swapped=True)
+    valid = [v for v in (v_ab, v_ba) if v is not None]
+    if v_ab is not None and v_ba is not None:
+        def side(v: float) -> int:
+            return (v > 0.5) - (v < 0.5)
+
+        consistent: bool | None = side(v_ab) == side(v_ba)
+        one_invalid = None
+    else:
+        consistent, one_invalid = None, r_ab or r_ba
+    details = Details(pairwise=True, order_ab=v_ab, order_ba=v_ba, swapped=True, rule=PAIRWISE_RULE,
+                      consistent=consistent, one_order_invalid=one_invalid if valid else None)
+    if not valid:
+        return Judgment.invalid(case_id, judge, method, f"both orders invalid: {r_ab}", details)
+    return Judgment(case_id=case_id, judge=judge, method=method, score=sum(valid) / len(valid), valid=True,
+                    details=details)
+
+
+def judge_verdicts(case_id: str, judge: str, verdicts: tuple[Verdict, ...] | None, reason: str | None,
+                   aggregation: Aggregation, details: Details = Details()) -> Judgment:
+    """A TCVA judgment from parsed verdicts, under the spec's aggregation settings."""
+    if verdicts is None:
+        return Judgment.invalid(case_id, judge, "verdicts", reason or "no verdicts", details)
+    score = aggregate(verdicts, aggregation)
+    if score is None:
+        return Judgment(case_id=case_id, judge=judge, method="verdicts", score=None, valid=False,
+                        reason="no statements (aggregation.on_empty: invalid)", verdicts=verdicts, details=details)
+    return Judgment(case_id=case_id, judge=judge, method="verdicts", score=score, valid=True, verdicts=verdicts,
+                    details=details)
+
+
+def aggregate(verdicts: Sequence[Verdict], aggregation: Aggregation, temperature: float | None = None) -> float | None:
+    """TCVA score under a spec's aggregation (None: invalid by ``on_empty``)."""
+    if not verdicts:
+        return {"invalid": None, "zero": 0.0, "one": 1.0}[aggregation.on_empty]
+    weights = aggregation.weights.model_dump()
+    t = aggregation.temperature if temperature is None else temperature
+    return tcva_score([v.verdict for v in verdicts], t, weights, aggregation.none_penalty)
+
+
+# -- from a case's completions to its judgment -------------------------------------------------
+def score_case(spec: Spec, method: Method, judge: str, case_id: str, requests: Sequence[Request],
+               completions: Sequence[Completion | None], errors: Sequence[str | None]) -> Judgment:
+    """The judgment of one case by one judge, from the completions of its requests (None: failed)."""
+    if spec.pairwise is not None:
+        shown = [ch for r, c in zip(requests, completions) if c is not None and r.purpose != "swap"
+                 for ch in c.choices]
+        swapped = [ch for r, c in zip(requests, completions) if c is not None and r.purpose == "swap"
+                   for ch in c.choices]
+        failed = [e for c, e in zip(completions, errors) if c is None]
+        if not shown and not swapped:
+            return Judgment.invalid(case_id, judge, method, f"request failed: {failed[0] if failed else '?'}")
+        has_swap = any(r.purpose == "swap" for r in requests)
+        return judge_pairwise(case_id, judge, method, shown, swapped if has_swap else None)
+    received: list[Completion] = []
+    for c, err in zip(completions, errors):
+        if c is None:
+            return Judgment.invalid(case_id, judge, method, f"request failed: {err or 'no response'}")
+        received.append(c)
+    choices = [ch for c in received for ch in c.choices]
+    if method == "verdicts":
+        verdicts, reason = parse_verdicts(choices[0].text)
+        return judge_verdicts(case_id, judge, verdicts, reason, spec.aggregation)
+    if spec.rubric is None:  # the spec checks make a rubric required for score methods
+        raise ValueError(f"spec {spec.name} has no rubric to score {method} on")
+    scores = list(range(spec.rubric.scale.min, spec.rubric.scale.max + 1))
+    return judge_scores(scores, method, case_id, judge, choices)
+
+
+def as_fallback(judgment: Judgment, original: Method) -> Judgment:
+    """A judgment made by the fallback method, marked with the method it replaced."""
+    return replace(judgment, details=replace(judgment.details, fallback_from=original))
+
+
+def missing_logprobs(request: Request, completion: Completion) -> bool:
+    """The request asked for logprobs and a choice came back without them."""
+    return bool(request.body.get("logprobs")) and request.purpose != "steps" and any(
+        ch.logprobs is None for ch in completion.choices)

@@ -1,0 +1,184 @@
+"""The judge's value types, from a rendered prompt to a judgment.
+
+    Rendered (messages) -> Request (body + hash) -> Completion (choices, usage)
+                                                 -> Judgment (score or invalid, with its Details)
+
+All are frozen. A request body and a completion's raw body are JSON objects
+as they go over the wire (``JsonObject``); everything read out of them is
+typed here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any, Literal, Mapping
+
+from geval_spec.spec.sections import VerdictLevel
+
+JsonObject = dict[str, Any]  # a JSON object exactly as sent or received
+Method = Literal["logprobs", "samples", "direct", "verdicts"]
+METHODS: tuple[Method, ...] = ("logprobs", "samples", "direct", "verdicts")
+Purpose = Literal["judge", "swap", "steps", "fallback"]
+
+
+@dataclass(frozen=True)
+class Message:
+    role: str
+    content: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"role": self.role, "content": self.content}
+
+
+@dataclass(frozen=True)
+class Rendered:
+    case_id: str
+    messages: tuple[Message, ...]
+
+    def as_dicts(self) -> list[dict[str, str]]:
+        return [m.as_dict() for m in self.messages]
+
+
+def serialise(messages: tuple[Message, ...]) -> str:
+    """The messages as one text (for token counts and prefix comparisons)."""
+    return "".join(f"<{m.role}>\n{m.content}\n" for m in messages)
+
+
+@dataclass(frozen=True)
+class Request:
+    hash: str
+    case_id: str
+    judge: str  # judge label
+    sample: int  # sample index (0 when one request gives every sample)
+    n: int  # completions asked for in this request
+    purpose: Purpose  # judge, swap (position-swapped pairwise), steps, fallback
+    body: JsonObject  # what goes over the wire, minus credentials
+
+    @property
+    def model(self) -> str:
+        return str(self.body["model"])
+
+    @property
+    def messages(self) -> list[dict[str, str]]:
+        messages: list[dict[str, str]] = self.body["messages"]
+        return messages
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    token: str
+    logprob: float
+    top: tuple[tuple[str, float], ...]
+
+
+@dataclass(frozen=True)
+class Choice:
+    text: str | None
+    logprobs: tuple[TokenLogprob, ...] | None
+    finish_reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Completion:
+    choices: tuple[Choice, ...]
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    cost: float | None
+    latency_ms: float
+    raw: JsonObject
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A successful response as recorded (in the store or a cassette): it answers its request again."""
+
+    request_hash: str
+    response: JsonObject  # the chat.completion body received
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    cost: float | None
+    latency_ms: float | None
+    request: JsonObject | None = None  # the body that was sent, when known
+
+
+@dataclass(frozen=True)
+class Verdict:
+    statement: str
+    verdict: VerdictLevel
+    reason: str = ""
+    support: str = ""
+
+
+@dataclass(frozen=True)
+class Details:
+    """What a judgment records besides its score; every field is optional.
+
+    Stored as a JSON object holding the fields that are set (so a stored
+    judgment reads back as the same value).
+    """
+
+    written_score: int | None = None  # logprobs: the score the judge wrote
+    errors: tuple[str, ...] | None = None  # the judge's listed errors (score contract)
+    ambiguous_mass: float | None = None  # logprobs: mass of digits that could start a longer score
+    invalid_samples: int | None = None  # samples: how many did not parse
+    invalid_reasons: tuple[str, ...] | None = None
+    order_ab: float | None = None  # pairwise: preference for A in the order shown
+    order_ba: float | None = None  # pairwise with position swap: preference for A in the swapped order
+    swapped: bool = False  # pairwise: both orders were judged
+    rule: str | None = None  # pairwise: how the two orders were combined
+    consistent: bool | None = None  # pairwise: both orders picked the same candidate
+    one_order_invalid: str | None = None
+    fallback_from: str | None = None  # the method this judgment replaced (no logprobs)
+    imported: str | None = None  # import: the line's form
+    statements: int | None = None  # verdicts: how many statements were parsed (0 is possible)
+    pairwise: bool = False  # a pairwise judgment (order_ab is meaningful)
+
+    def to_json(self) -> JsonObject | None:
+        out: JsonObject = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name in ("swapped", "pairwise"):
+                continue
+            if f.name == "order_ab" and self.pairwise:
+                out["order_ab"] = value
+            elif f.name in ("order_ba", "rule") and self.swapped:
+                out[f.name] = value
+            elif f.name == "consistent" and self.swapped:
+                out["consistent"] = value
+            elif value is not None:
+                out[f.name] = list(value) if isinstance(value, tuple) else value
+        return out or None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> "Details":
+        if not data:
+            return cls()
+        known = {f.name for f in fields(cls)}
+        values: dict[str, Any] = {k: (tuple(v) if isinstance(v, list) else v) for k, v in data.items() if k in known}
+        values["pairwise"] = "order_ab" in data
+        values["swapped"] = "order_ba" in data
+        return cls(**values)
+
+
+NO_DETAILS = Details()
+
+
+@dataclass(frozen=True)
+class Judgment:
+    case_id: str
+    judge: str
+    method: Method
+    score: float | None
+    valid: bool
+    reason: str | None = None  # why it is invalid
+    distribution: Mapping[int, float] | None = None
+    valid_mass: float | None = None
+    samples: tuple[float | None, ...] | None = None
+    spread: float | None = None
+    verdicts: tuple[Verdict, ...] | None = None
+    details: Details = field(default=NO_DETAILS)
+
+    @staticmethod
+    def invalid(case_id: str, judge: str, method: Method, reason: str, details: Details = NO_DETAILS) -> "Judgment":
+        return Judgment(case_id=case_id, judge=judge, method=method, score=None, valid=False, reason=reason,
+                        details=details)

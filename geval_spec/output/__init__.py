@@ -1,0 +1,1 @@
+"""Pure renderers of typed results: Markdown, HTML with inline SVG plots, JSON, JUnit."""

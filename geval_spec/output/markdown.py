@@ -1,0 +1,42 @@
+"""The Markdown pieces every report shares: escaped case text, tables, fixed number formats."""
+
+from __future__ import annotations
+
+import html
+from typing import Any, Sequence
+
+from geval_spec.analysis.results import Interval, SweepTest
+
+
+def md_escape(text: Any) -> str:
+    """Case text inside a Markdown table: no HTML, no table breaks, no emphasis surprises."""
+    s = html.escape(str(text), quote=False)
+    for ch in ("\\", "|", "`", "*", "_", "[", "]"):
+        s = s.replace(ch, "\\" + ch)
+    return s.replace("\n", " ")
+
+
+def table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
+    """A Markdown table; a column name ending in ':' is right-aligned. Cells are formatted already."""
+    names = [c.rstrip(":") for c in columns]
+    align = ["---:" if c.endswith(":") else "---" for c in columns]
+    out = ["| " + " | ".join(names) + " |", "| " + " | ".join(align) + " |"]
+    out += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return out
+
+
+def f3(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3f}"
+
+
+def est_md(e: Interval | SweepTest) -> str:
+    if e.value is None:
+        return "-"
+    if e.ci_low is None:
+        return f3(e.value)
+    return f"{f3(e.value)} [{f3(e.ci_low)}, {f3(e.ci_high)}]"
+
+
+def document(lines: list[str]) -> str:
+    """Lines joined into a file: no trailing blank lines, one final newline."""
+    return "\n".join(lines).rstrip() + "\n"

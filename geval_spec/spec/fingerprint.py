@@ -1,0 +1,83 @@
+"""Two fingerprints per spec, from a canonical serialisation.
+
+- The **judging** fingerprint covers everything that changes what a judge is
+  sent: task, criterion, steps (the frozen generated steps, when generated),
+  rubric, the template's text, judge settings that go into requests, the
+  scoring method, the language rules that render into the prompt, the prompt
+  bias controls and which data columns fill the template. When it changes,
+  new judge calls are needed.
+- The **analysis** fingerprint covers what is computed from stored judgments:
+  aggregation, splits, bootstrap, calibration, human columns and penalties.
+  When only it changes, results are recomputed from stored judgments at zero
+  cost.
+
+Name, version, description and execution settings (timeouts, retries, which
+client, the server address) change neither. Both fingerprints are SHA-256 of
+canonical JSON (sorted keys, no whitespace), so key order and YAML formatting
+never matter.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from geval_spec.spec.sections import Spec
+
+REQUEST_KEYS = ("model", "temperature", "max_tokens", "seed", "top_logprobs", "json_mode", "supports_n")
+
+
+def canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def digest(value: Any) -> str:
+    return hashlib.sha256(canonical(value).encode("utf-8")).hexdigest()
+
+
+def judging_view(spec: Spec, steps: tuple[str, ...], template_text: str) -> dict[str, Any]:
+    s = spec.model_dump(mode="json")
+    scoring: dict[str, Any] = {"method": spec.scoring.method, "fallback": spec.scoring.fallback}
+    if spec.scoring.method == "samples" or spec.scoring.fallback == "samples":
+        scoring["samples"] = spec.scoring.samples
+    language = s.get("language")
+    if language is not None:
+        language.pop("penalty", None)
+    return {
+        "task": spec.task,
+        "criterion": s["criterion"],
+        "steps": list(steps) if steps else s["steps"],
+        "rubric": s["rubric"],
+        "template": hashlib.sha256(template_text.encode("utf-8")).hexdigest(),
+        "judges": [{k: j[k] for k in REQUEST_KEYS} for j in
+                   ([s["judge"]] if s.get("judge") else s.get("judges") or [])],
+        "scoring": scoring,
+        "language": language,
+        "bias": {"position_swap": spec.bias.position_swap, "penalize_length": spec.bias.length == "penalize"},
+        "pairwise": s.get("pairwise"),
+        "data": {"path": spec.data.path, "id": spec.data.id, "fields": s["data"]["fields"]},
+    }
+
+
+def analysis_view(spec: Spec) -> dict[str, Any]:
+    s = spec.model_dump(mode="json")
+    d = s["data"]
+    return {
+        "aggregation": s["aggregation"],
+        "ensemble": s["ensemble"],
+        "split": s["split"],
+        "bootstrap": s["bootstrap"],
+        "calibration": s["calibration"],
+        "data": {k: d[k] for k in ("group", "system", "category", "model_family", "human", "human_scale")},
+        "length_report": spec.bias.length is not None,
+        "penalty": (s.get("language") or {}).get("penalty") or {},
+    }
+
+
+def fingerprints(spec: Spec, steps: tuple[str, ...], template_text: str) -> tuple[str, str]:
+    return digest(judging_view(spec, steps, template_text)), digest(analysis_view(spec))
+
+
+def short(fp: str) -> str:
+    return fp[:10]

@@ -1,0 +1,177 @@
+"""A spec file, checked and fingerprinted: source text -> YAML -> typed spec -> :class:`ParsedSpec`.
+
+:func:`load_spec` does everything that needs only the spec, its template and
+its lock file (fast: this is what ``list`` and editors' feedback rely on).
+What also needs the data or a rendered prompt is checked by
+:mod:`geval_spec.runner.validate`. Problems are collected per stage and
+reported together.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from geval_spec.errors import GevalError, Problem, Severity, SpecError, errors_only
+from geval_spec.spec.checks import file_problems, semantic_problems
+from geval_spec.spec.fingerprint import fingerprints
+from geval_spec.spec.lock import StepsLock, lock_rel, parse_lock, stale_problem
+from geval_spec.spec.parse import parse_spec
+from geval_spec.spec.project import Project, SpecSource, display_path
+from geval_spec.spec.sections import GenerateSteps, Spec
+from geval_spec.spec.template import TemplateSource
+from geval_spec.spec.yamldoc import Path as KeyPath
+from geval_spec.spec.yamldoc import YamlDocument, load_yaml
+
+
+@dataclass(frozen=True)
+class ResolvedSpec:
+    """The spec as it is judged: every default filled in, the steps resolved, the template's text.
+
+    Stored with every run (so a run can be analysed with the settings it was
+    made with) and diffed by ``compare``.
+    """
+
+    spec: Spec
+    steps: tuple[str, ...]
+    template_name: str
+    template_text: str
+    file: str
+    rev: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"spec": self.spec.model_dump(mode="json"), "steps": list(self.steps),
+                "template": {"name": self.template_name, "text": self.template_text},
+                "source": {"file": self.file, "rev": self.rev}}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "ResolvedSpec":
+        template = data.get("template") or {}
+        source = data.get("source") or {}
+        return cls(spec=Spec.model_validate(data["spec"]), steps=tuple(data.get("steps") or ()),
+                   template_name=str(template.get("name") or ""), template_text=str(template.get("text") or ""),
+                   file=str(source.get("file") or ""), rev=source.get("rev"))
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), ensure_ascii=False, sort_keys=True)
+
+
+@dataclass(frozen=True)
+class ParsedSpec:
+    spec: Spec
+    source: SpecSource
+    doc: YamlDocument
+    template: TemplateSource
+    steps: tuple[str, ...]
+    lock: StepsLock | None
+    judging_fp: str
+    analysis_fp: str
+    warnings: tuple[Problem, ...] = field(default=())
+    steps_stale: bool = False  # the lock was generated from another task, criterion, count or model
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def data_path(self) -> Path:
+        return self.source.base_dir / self.spec.data.path
+
+    @property
+    def data_display(self) -> str:
+        return display_path(self.data_path, self.source.root)
+
+    @property
+    def lock_path(self) -> Path:
+        return self.source.base_dir / f"{self.spec.name}.lock.yaml"
+
+    @property
+    def steps_pending(self) -> bool:
+        return isinstance(self.spec.steps, GenerateSteps) and not self.steps
+
+    def resolved(self) -> ResolvedSpec:
+        return ResolvedSpec(spec=self.spec, steps=self.steps, template_name=self.template.name,
+                            template_text=self.template.text, file=self.source.display, rev=self.source.rev)
+
+    def key_problem(self, path: KeyPath, message: str, severity: Severity = "error") -> Problem:
+        return self.doc.problem(tuple(path), message, severity=severity)
+
+
+def _template_source(spec: Spec, source: SpecSource) -> TemplateSource:
+    rel = spec.prompt.template
+    if rel is None:
+        return TemplateSource.builtin(spec.scoring.method, pairwise=spec.pairwise is not None)
+    display, text = source.read_relative(rel)
+    folder = Path(rel).parent
+
+    def include(name: str) -> tuple[str, str]:
+        return source.read_relative((folder / name).as_posix())
+
+    return TemplateSource(name=display, text=text, read_include=include)
+
+
+def _template_exists(source: SpecSource, rel: str) -> bool:
+    try:
+        source.read_relative(rel)
+        return True
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def load_spec(source: SpecSource) -> ParsedSpec:
+    """Parse and check one spec file; raise :class:`SpecError` with every problem found."""
+    doc = load_yaml(source.text, source.display)
+    spec = parse_spec(doc)
+    problems = semantic_problems(spec, doc) + file_problems(
+        spec, doc, source.base_dir, lambda rel: _template_exists(source, rel))
+    if errors_only(problems):
+        raise SpecError(problems=problems)
+    warnings = list(problems)
+    template = _template_source(spec, source)
+    steps: tuple[str, ...] = tuple(spec.steps) if isinstance(spec.steps, list) else ()
+    lock = None
+    stale = None
+    if isinstance(spec.steps, GenerateSteps):
+        rel = f"{spec.name}.lock.yaml"
+        try:
+            display, text = source.read_relative(rel)
+        except (OSError, UnicodeDecodeError):
+            warnings.append(doc.problem(("steps",), f"steps are not generated yet ({lock_rel(source.rel or '', spec.name)} "
+                                                    "is missing); the first run writes them", severity="warning"))
+        else:
+            lock = parse_lock(text, display)
+            steps = lock.steps
+            stale = stale_problem(lock, spec, spec.panel[0].model) if spec.panel else None
+            if stale:
+                warnings.append(stale)
+    judging, analysis = fingerprints(spec, steps, template.text)
+    return ParsedSpec(spec=spec, source=source, doc=doc, template=template, steps=steps, lock=lock,
+                      judging_fp=judging, analysis_fp=analysis, warnings=tuple(warnings), steps_stale=stale is not None)
+
+
+@dataclass(frozen=True)
+class Listed:
+    """One spec file of a project: the loaded spec, or the problems that kept it from loading."""
+
+    source: SpecSource
+    parsed: ParsedSpec | None
+    problems: tuple[Problem, ...] = ()
+
+
+def load_all(project: Project) -> list[Listed]:
+    """Every spec file of the project, loaded (``list``)."""
+    out = []
+    for path in project.spec_files():
+        try:
+            source = project.source_of(path)
+        except GevalError as exc:
+            out.append(Listed(SpecSource(display_path(path, project.root), "", project.root, None), None,
+                              exc.problems))
+            continue
+        try:
+            out.append(Listed(source, load_spec(source)))
+        except GevalError as exc:
+            out.append(Listed(source, None, exc.problems))
+    return out

@@ -1,0 +1,254 @@
+"""Where specs live and how a REF names one: REF -> :class:`SpecSource` (text, origin, git revision).
+
+A project is a directory with a ``specs/`` folder (found by walking up from the
+current directory). A REF is one of:
+
+- ``name``: the spec in ``specs/`` whose ``name`` key is ``name`` (working copy);
+- ``path/to/file.yaml``: that file;
+- ``name@<git-rev>``: the spec as committed at that revision;
+- ``name@vN``: the newest commit of the spec's file whose ``version`` is N;
+- a run id (``run_...``), which :mod:`geval_spec.analysis.resolve` looks up in the store.
+
+Specs read from git carry the revision, so templates are read at the same
+revision; data files are read from the working tree (runs record their hash).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from geval_spec.errors import Problem, RefError, SpecError
+
+RUN_ID = re.compile(r"^run_[0-9a-z]{6,40}$")
+_VERSION_REF = re.compile(r"^v([0-9]+)$")
+_NAME_LINE = re.compile(r"^name:\s*['\"]?([a-z0-9-]+)['\"]?\s*(#.*)?$", re.M)
+_VERSION_LINE = re.compile(r"^version:\s*['\"]?([0-9]+)['\"]?\s*(#.*)?$", re.M)
+
+
+@dataclass(frozen=True)
+class SpecSource:
+    """The text of one spec file and where it came from."""
+
+    display: str  # how errors name the file, e.g. specs/x.yaml or specs/x.yaml@3f2a1c9
+    text: str
+    root: Path  # project root
+    rel: str | None  # path relative to the root, when the file is inside it
+    rev: str | None = None  # full commit id when read from git
+
+    @property
+    def base_dir(self) -> Path:
+        """Directory that relative paths in the spec are resolved against (working tree)."""
+        if self.rel is None:
+            return Path(self.display).resolve().parent
+        return (self.root / self.rel).parent
+
+    def read_relative(self, rel_path: str) -> tuple[str, str]:
+        """Read a file named relative to the spec (at the same git revision if any).
+
+        Returns (display name, text). Raises FileNotFoundError.
+        """
+        if self.rev is not None and self.rel is not None:
+            target = _normalise((Path(self.rel).parent / rel_path).as_posix())
+            text = git_show(self.root, self.rev, target)
+            if text is None:
+                raise FileNotFoundError(target)
+            return f"{target}@{self.rev[:7]}", text
+        path = self.base_dir / rel_path
+        return display_path(path, self.root), path.read_text(encoding="utf-8")
+
+    def commit(self) -> str | None:
+        """The commit the spec was read at, else the working tree's HEAD (None outside git)."""
+        if self.rev:
+            return self.rev
+        out = git(self.root, "rev-parse", "HEAD")
+        return out.strip() if out else None
+
+
+def _normalise(posix: str) -> str:
+    parts: list[str] = []
+    for part in posix.split("/"):
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if parts:
+                parts.pop()
+            continue
+        parts.append(part)
+    return "/".join(parts)
+
+
+def display_path(path: Path, root: Path | None = None) -> str:
+    """How messages show a path: relative to the current directory, else to the project root, else as is."""
+    for base in (Path.cwd(), root):
+        if base is None:
+            continue
+        try:
+            return path.resolve().relative_to(base.resolve()).as_posix() or "."
+        except ValueError:
+            continue
+    return str(path)
+
+
+def find_root(start: Path | None = None) -> Path:
+    """The nearest directory at or above ``start`` that has a ``specs/`` folder."""
+    here = (start or Path.cwd()).resolve()
+    for candidate in (here, *here.parents):
+        if (candidate / "specs").is_dir():
+            return candidate
+    return here
+
+
+class Project:
+    def __init__(self, root: Path):
+        self.root = root.resolve()
+        self.specs_dir = self.root / "specs"
+
+    @property
+    def default_db(self) -> Path:
+        return self.root / ".geval" / "results.duckdb"
+
+    def spec_files(self) -> list[Path]:
+        if not self.specs_dir.is_dir():
+            return []
+        files = [p for p in self.specs_dir.iterdir()
+                 if p.suffix in (".yaml", ".yml") and not p.name.endswith((".lock.yaml", ".lock.yml")) and p.is_file()]
+        return sorted(files)
+
+    def source_of(self, path: Path) -> SpecSource:
+        path = path.resolve()
+        try:
+            rel = path.relative_to(self.root).as_posix()
+        except ValueError:
+            rel = None
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise SpecError(problems=[Problem("file is not UTF-8 text", file=display_path(path, self.root))]) from None
+        return SpecSource(display=display_path(path, self.root), text=text, root=self.root, rel=rel)
+
+    def names(self) -> dict[str, list[Path]]:
+        """Spec name -> files declaring it (read cheaply from the ``name:`` line)."""
+        found: dict[str, list[Path]] = {}
+        for path in self.spec_files():
+            try:
+                text = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue
+            m = _NAME_LINE.search(text)
+            name = m.group(1) if m else path.stem
+            found.setdefault(name, []).append(path)
+        return found
+
+    def duplicate_name_problems(self) -> list[Problem]:
+        problems = []
+        for name, paths in sorted(self.names().items()):
+            if len(paths) > 1:
+                shown = " and ".join(display_path(p, self.root) for p in paths)
+                problems.append(Problem(f"spec name {name!r} is declared by {shown}; names must be unique",
+                                        file=display_path(paths[1], self.root), line=_line_of_name(paths[1]), col=1,
+                                        key="name"))
+        return problems
+
+    def path_of(self, name: str) -> Path:
+        paths = self.names().get(name)
+        if not paths:
+            known = sorted(self.names())
+            import difflib
+
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f"did you mean '{close[0]}'?" if close else (
+                f"specs here: {', '.join(known)}" if known else f"no specs in {self.specs_dir}")
+            raise RefError(problems=[Problem(f"no spec named {name!r}", hint=hint)])
+        if len(paths) > 1:
+            raise SpecError(problems=self.duplicate_name_problems())
+        return paths[0]
+
+    def resolve(self, ref: str) -> SpecSource:
+        """Turn a spec REF (not a run id) into the spec's text and origin."""
+        if "@" in ref and not Path(ref).exists():
+            name, _, rev = ref.partition("@")
+            if not rev:
+                raise RefError(problems=[Problem(f"{ref!r}: nothing after '@'", hint="use name@<git-rev> or name@vN")])
+            return self._resolve_git(name, rev, ref)
+        as_path = Path(ref)
+        if as_path.suffix in (".yaml", ".yml") or "/" in ref or as_path.is_file():
+            if not as_path.is_file():
+                raise RefError(problems=[Problem(f"no such spec file: {ref}")])
+            return self.source_of(as_path)
+        return self.source_of(self.path_of(ref))
+
+    # -- git ---------------------------------------------------------------
+    def _rel_path_for(self, name: str, rev: str | None) -> str:
+        """Where the spec called ``name`` lives (working copy first, else at ``rev``)."""
+        paths = self.names().get(name)
+        if paths:
+            return paths[0].resolve().relative_to(self.root).as_posix()
+        if rev:
+            listing = git(self.root, "ls-tree", "--name-only", rev, "specs/")
+            for rel in (listing or "").splitlines():
+                if rel.endswith((".yaml", ".yml")) and ".lock." not in rel:
+                    text = git_show(self.root, rev, rel) or ""
+                    m = _NAME_LINE.search(text)
+                    if m and m.group(1) == name:
+                        return rel
+        raise RefError(problems=[Problem(f"no spec named {name!r} in {self.specs_dir}")])
+
+    def _resolve_git(self, name: str, rev: str, ref: str) -> SpecSource:
+        if git(self.root, "rev-parse", "--git-dir") is None:
+            raise RefError(problems=[Problem(f"{ref!r} needs git, but {self.root} is not a git repository")])
+        m = _VERSION_REF.match(rev)
+        if m:
+            want = int(m.group(1))
+            rel = self._rel_path_for(name, "HEAD")
+            log = git(self.root, "log", "--format=%H", "--follow", "--", rel) or ""
+            for commit in log.split():
+                for candidate in self._paths_at(commit, rel):
+                    text = git_show(self.root, commit, candidate)
+                    if text is None:
+                        continue
+                    vm, nm = _VERSION_LINE.search(text), _NAME_LINE.search(text)
+                    if vm and int(vm.group(1)) == want and (not nm or nm.group(1) == name):
+                        return SpecSource(display=f"{candidate}@{commit[:7]}", text=text, root=self.root,
+                                          rel=candidate, rev=commit)
+            raise RefError(problems=[Problem(f"{ref!r}: no commit of {rel} has version {want}",
+                                             hint="versions are read from committed files only; commit the spec")])
+        found = git(self.root, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
+        if not found:
+            raise RefError(problems=[Problem(f"{ref!r}: {rev!r} is not a git revision here")])
+        commit = found.strip()
+        rel = self._rel_path_for(name, commit)
+        text = git_show(self.root, commit, rel)
+        if text is None:
+            raise RefError(problems=[Problem(f"{ref!r}: {rel} does not exist at {rev}")])
+        return SpecSource(display=f"{rel}@{commit[:7]}", text=text, root=self.root, rel=rel, rev=commit)
+
+    def _paths_at(self, commit: str, rel: str) -> list[str]:
+        """The path the file had at ``commit`` (it may have been renamed since)."""
+        changed = git(self.root, "show", "--name-only", "--format=", commit, "--", "specs/") or ""
+        names = [p for p in changed.split() if p.endswith((".yaml", ".yml"))]
+        return [rel] + [p for p in names if p != rel]
+
+
+def _line_of_name(path: Path) -> int | None:
+    try:
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if line.startswith("name:"):
+                return n
+    except OSError:
+        pass
+    return None
+
+
+def git(root: Path, *args: str) -> str | None:
+    try:
+        out = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout if out.returncode == 0 else None
+
+
+def git_show(root: Path, rev: str, rel: str) -> str | None:
+    return git(root, "show", f"{rev}:{rel}")

@@ -1,0 +1,263 @@
+"""The spec language: one pydantic model per section of a spec file.
+
+Every model forbids unknown keys and is frozen. Types and ranges live here;
+checks that need several keys at once (rubric coverage, method requirements,
+files on disk) live in :mod:`geval_spec.spec.checks`, which can point at the
+exact key that is wrong. The JSON Schema in ``schemas/`` is generated from
+these models (:mod:`geval_spec.spec.jsonschema`), so every ``description``
+here is what an editor shows as help.
+
+The names shared by every stage are defined here once: the split names and
+the TCVA verdict levels.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
+
+SplitName = Literal["examples", "dev", "test"]
+SPLITS: tuple[SplitName, ...] = ("examples", "dev", "test")  # in the order fractions are laid out
+VerdictLevel = Literal["fully", "mostly", "partially", "minor", "none"]
+VERDICT_LEVELS: tuple[VerdictLevel, ...] = ("fully", "mostly", "partially", "minor", "none")  # best first
+
+
+class Base(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Criterion(Base):
+    name: str = Field(min_length=1, description="Short name of what is judged, e.g. Consistency.")
+    description: str = Field(min_length=1, description="What the criterion means, in one or two sentences.")
+
+
+class GenerateSteps(Base):
+    generate: Literal[True] = Field(
+        description="Let the judge write the evaluation steps once from the task and criterion. "
+        "They are frozen in specs/<name>.lock.yaml (commit it) and reused for every case.")
+    count: int = Field(default=5, ge=2, le=12, description="How many steps to ask for.")
+
+
+def _steps_kind(value: Any) -> str:
+    return "generate" if isinstance(value, (dict, GenerateSteps)) else "list"
+
+
+Steps = Annotated[
+    Union[
+        Annotated[list[Annotated[str, Field(min_length=1)]], Tag("list")],
+        Annotated[GenerateSteps, Tag("generate")],
+    ],
+    Discriminator(_steps_kind),
+]
+
+
+class Scale(Base):
+    min: int = Field(description="Lowest score of the rubric.")
+    max: int = Field(description="Highest score of the rubric.")
+
+
+class HumanScale(Base):
+    min: float = Field(description="Lowest possible human score.")
+    max: float = Field(description="Highest possible human score.")
+
+
+class Anchor(Base):
+    description: str = Field(min_length=1, description="What a candidate must be like to get this score.")
+    examples: list[str] = Field(default_factory=list, description="Example candidates (or excerpts) for this score.")
+
+
+class Rubric(Base):
+    scale: Scale = Field(description="The integer scale of scores, e.g. {min: 1, max: 5}.")
+    anchors: dict[int, Anchor] = Field(
+        description="One anchor per score of the scale: disjoint descriptions that cover the scale.",
+        json_schema_extra={"propertyNames": {"pattern": "^-?[0-9]+$"}})
+
+
+class Scoring(Base):
+    method: Literal["logprobs", "samples", "direct", "verdicts"] = Field(
+        default="logprobs",
+        description="logprobs: G-Eval's probability-weighted score (needs judge.top_logprobs); "
+        "samples: mean of n sampled scores; direct: one parsed score; "
+        "verdicts: TCVA statement verdicts aggregated with a strictness temperature.")
+    samples: int | None = Field(default=None, ge=2, le=100,
+                                description="Number of samples for method samples (or fallback samples).")
+    fallback: Literal["none", "samples", "direct"] = Field(
+        default="none",
+        description="What to do when the provider returns no logprobs. none stops with an error; "
+        "the method used is recorded per judgment, never switched silently.")
+
+
+class Weights(Base):
+    fully: float = Field(default=1.0, ge=0, le=1, description="Weight of a fully supported statement.")
+    mostly: float = Field(default=0.9, ge=0, le=1, description="Weight of a mostly supported statement.")
+    partially: float = Field(default=0.7, ge=0, le=1, description="Weight of a partially supported statement.")
+    minor: float = Field(default=0.3, ge=0, le=1, description="Weight of a statement with minor support.")
+    none: float = Field(default=0.0, ge=0, le=1, description="Weight of an unsupported statement.")
+
+
+class Aggregation(Base):
+    temperature: float = Field(default=0.5, ge=0.1, le=1.0,
+                               description="TCVA strictness: 0.1 strict (medical) ... 1.0 lenient (chat).")
+    weights: Weights = Field(default_factory=Weights, description="Weight per verdict level, in [0, 1].")
+    none_penalty: bool = Field(default=True, description="Scale the score down by the share of 'none' verdicts.")
+    on_empty: Literal["invalid", "zero", "one"] = Field(
+        default="invalid", description="Score of a judgment with no statements: invalid, 0 or 1.")
+
+
+class Judge(Base):
+    model: str = Field(min_length=1, description="A litellm model string, e.g. openai/gpt-4.1-mini.")
+    name: str | None = Field(default=None, description="Label in reports (default: the model string).")
+    family: str | None = Field(
+        default=None, description="Model family for the self-preference check (default: from the model string).")
+    temperature: float = Field(default=0.0, ge=0, le=2, description="Sampling temperature sent to the judge.")
+    max_tokens: int = Field(default=512, ge=1, le=32768, description="Maximum tokens the judge may write.")
+    seed: int | None = Field(default=None, description="Sampling seed sent to providers that honour it.")
+    top_logprobs: int | None = Field(default=None, ge=1, le=20,
+                                     description="Top logprobs per token; needed by scoring.method logprobs.")
+    json_mode: bool = Field(default=False, description="Ask the provider for a JSON object response_format.")
+    supports_n: bool = Field(default=True,
+                             description="method samples: ask for n completions in one request (else n requests).")
+    api_base: str | None = Field(default=None, pattern=r"^https?://",
+                                 description="Base URL of any OpenAI-compatible server.")
+    client: Literal["litellm", "openai-http"] = Field(
+        default="litellm",
+        description="litellm (any provider) or openai-http (a pooled direct client for OpenAI-compatible "
+        "endpoints, much lower overhead). Both send the same requests.")
+    timeout: float = Field(default=120.0, gt=0, le=3600, description="Seconds per request before it is retried.")
+    max_retries: int = Field(default=4, ge=0, le=20, description="Retries per request after the first attempt.")
+
+    @property
+    def label(self) -> str:
+        return self.name or self.model
+
+
+class Language(Base):
+    code: str = Field(pattern=r"^[a-z]{2,3}(-[A-Z]{2})?$", description="Language of the candidates, e.g. nl-NL, nl-BE.")
+    formality: Literal["u", "je", "any"] = Field(
+        default="any", description="Required form of address: u (formal), je (informal) or any.")
+    compounds: bool = Field(default=False, description="Flag wrongly split compounds ('hoofd pijn').")
+    compound_ratio: float = Field(
+        default=20.0, gt=1,
+        description="Flag a word pair when the joined word is this many times more frequent than the pair.")
+    lexicon: list[str] = Field(default_factory=list, description="Extra words and phrases that are never errors.")
+    penalty: dict[str, float] = Field(
+        default_factory=dict,
+        description="Optional score penalty per finding kind (formality, compound), subtracted per finding.")
+
+
+class Bias(Base):
+    position_swap: bool = Field(default=False, description="Pairwise specs: judge both orders.")
+    length: Literal["report", "penalize"] | None = Field(
+        default=None, description="report: add the length-bias diagnostic; penalize: add a clause against padding.")
+
+
+class Data(Base):
+    path: str = Field(min_length=1, description="JSON, JSONL, CSV or Parquet file, relative to the spec file.")
+    format: Literal["json", "jsonl", "csv", "parquet"] | None = Field(
+        default=None, description="File format (default: from the extension).")
+    id: str = Field(min_length=1, description="Column with the unique case id.")
+    group: str | None = Field(default=None, description="Source group: the unit of splits and resampling.")
+    system: str | None = Field(default=None, description="Which system wrote the candidate (system level).")
+    category: str | None = Field(default=None, description="Reporting category.")
+    model_family: str | None = Field(default=None,
+                                     description="Column naming the candidate's model family (self-preference).")
+    fields: dict[str, str] = Field(
+        description="Template variables and the columns they come from; dotted paths reach nested keys, "
+        "a list becomes its items joined by blank lines.")
+    human: str | list[str] = Field(description="Human score column, or a list of rater columns.")
+    human_scale: HumanScale | None = Field(default=None, description="Range of the human scores.")
+
+
+class SplitByField(Base):
+    field: str = Field(min_length=1, description="Column holding examples, dev or test.")
+
+
+class SplitByHash(Base):
+    by: Literal["group", "id"] = Field(default="group", description="Hash the group (default) or the case id.")
+    fractions: dict[SplitName, float] = Field(
+        description="Share of groups per split; must sum to 1.")
+    seed: int = Field(default=0, description="Seed of the hash; the same seed gives the same split everywhere.")
+
+
+def _split_kind(value: Any) -> str:
+    if isinstance(value, SplitByField) or (isinstance(value, dict) and "field" in value):
+        return "field"
+    return "hash"
+
+
+Split = Annotated[
+    Union[Annotated[SplitByField, Tag("field")], Annotated[SplitByHash, Tag("hash")]],
+    Discriminator(_split_kind),
+]
+
+
+class Bootstrap(Base):
+    draws: int = Field(default=2000, ge=100, le=100_000, description="Bootstrap resamples.")
+    seed: int = Field(default=0, ge=0, lt=2**32, description="Seed of numpy's default_rng.")
+    unit: Literal["group", "case"] = Field(default="group", description="What is resampled: whole groups or cases.")
+    level: float = Field(default=0.95, gt=0.5, lt=1, description="Confidence level of the intervals.")
+
+
+class Calibration(Base):
+    metric: Literal["spearman", "pearson", "kendall"] = Field(default="spearman", description="Gate metric.")
+    level: Literal["dataset", "group", "system"] = Field(default="dataset", description="Level of the gate metric.")
+    split: Literal["all", "dev", "test"] = Field(default="test", description="Split the gate is judged on.")
+    threshold: float = Field(default=0.8, ge=-1, le=1, description="The gate passes when the metric >= threshold.")
+    min_validity: float = Field(default=0.9, ge=0, le=1,
+                                description="The gate also fails when fewer than this share of cases got a valid "
+                                "judgment (invalid output stays in the denominator).")
+    margin: float = Field(default=0.0, ge=0, le=2,
+                          description="compare: a regression counts when the whole interval lies below -margin.")
+    pass_mark: float | None = Field(
+        default=None, ge=0, le=1,
+        description="Optional: a case is correct when |judge - human| <= pass_mark on a 0..1 scale "
+        "(enables validity/accuracy summaries).")
+
+
+class Prompt(Base):
+    template: str | None = Field(default=None, description="Jinja template replacing the built-in G-Eval template.")
+
+
+class Pairwise(Base):
+    candidates: tuple[str, str] = Field(
+        description="The two data.fields variables holding the candidates compared; the first is A. The judge "
+        "says which is better; the human column holds the preference for A (1 A, 0 B, 0.5 tie).")
+
+
+class Spec(Base):
+    """A judging task, its data and how its judge is calibrated."""
+
+    name: str = Field(pattern=r"^[a-z0-9-]+$", max_length=80, description="How users call the spec: [a-z0-9-]+.")
+    version: int = Field(ge=1, description="Bumped by hand when the judging changes.")
+    description: str = Field(default="", description="Free text; changes no fingerprint.")
+    task: str = Field(min_length=1, description="What the judge is asked to do.")
+    criterion: Criterion = Field(description="What is judged: a name and a definition.")
+    steps: Steps = Field(description="Chain-of-thought steps, or {generate: true}.")
+    rubric: Rubric | None = Field(default=None, description="Score anchors (all methods except verdicts).")
+    scoring: Scoring = Field(default_factory=Scoring, description="How a score is computed from the judge's output.")
+    aggregation: Aggregation = Field(default_factory=Aggregation, description="TCVA aggregation (method verdicts).")
+    judge: Judge | None = Field(default=None, description="The judge model.")
+    judges: list[Judge] | None = Field(default=None, min_length=2, description="A judge panel.")
+    ensemble: Literal["mean", "median"] = Field(default="mean", description="How a panel's scores are combined.")
+    language: Language | None = Field(default=None, description="Language rules checked before the judge is called.")
+    pairwise: Pairwise | None = Field(default=None,
+                                      description="Judge a pair of candidates per case (a preference, not a score).")
+    bias: Bias = Field(default_factory=Bias, description="Bias controls: position swap, length.")
+    data: Data = Field(description="The human-labelled cases.")
+    split: Split | None = Field(default=None, description="{field: column} or {by: group, fractions, seed}.")
+    bootstrap: Bootstrap = Field(default_factory=Bootstrap, description="Confidence intervals by bootstrap.")
+    calibration: Calibration = Field(default_factory=Calibration,
+                                     description="The gate: metric, level, split and threshold.")
+    prompt: Prompt = Field(default_factory=Prompt, description="Prompt template settings.")
+
+    @property
+    def candidate_field(self) -> str:
+        """The data.fields variable holding the text that is judged: ``candidate``, else the first one."""
+        return "candidate" if "candidate" in self.data.fields else next(iter(self.data.fields))
+
+    @property
+    def panel(self) -> tuple[Judge, ...]:
+        if self.judges:
+            return tuple(self.judges)
+        return (self.judge,) if self.judge else ()

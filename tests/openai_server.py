@@ -158,7 +158,7 @@ class ServerState:
     """What the chat completions endpoint received and answered (batch requests are not counted here)."""
 
     total: int = 0
-    ok: int = 0
+    ok: int = 0  # answers sent to a client still connected (a late answer after a client timeout is not counted)
     by_hash: Counter = field(default_factory=Counter)
     ok_by_hash: Counter = field(default_factory=Counter)
     bodies: list = field(default_factory=list)
@@ -501,7 +501,7 @@ class FakeOpenAI:
         if fault == "malformed":
             return web.Response(text='{"id": "x", "choices": [', content_type="application/json", headers=limits)
         status, payload = self.answer(body, request.headers)
-        if status == 200:
+        if status == 200 and request.transport is not None and not request.transport.is_closing():
             with self._lock:
                 self.state.ok += 1
                 self.state.ok_by_hash[h] += 1

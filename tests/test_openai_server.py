@@ -468,3 +468,16 @@ def test_standalone_server_takes_rate_limit_flags():
         proc.wait(10)
     assert statuses == [200, 200, 429]
     assert stats["statuses"] == {"200": 2, "429": 1} and stats["rate_limited"] == 1 and len(stats["accepted_at"]) == 2
+
+
+@with_config(fault_rate=1.0, faults=("timeout",), timeout_sleep=0.4)
+def test_a_late_answer_to_a_client_that_gave_up_is_not_counted_ok(server):
+    request = urllib.request.Request(server.base_url + "/chat/completions", data=json.dumps(judge_body(1)).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with pytest.raises(TimeoutError):
+        urllib.request.urlopen(request, timeout=0.1)
+    deadline = time.monotonic() + 5
+    while not server.state.statuses and time.monotonic() < deadline:  # the server answers after 0.4 s
+        time.sleep(0.02)
+    assert server.state.statuses == {200: 1} and server.state.total == 1 and server.state.faults == {"timeout": 1}
+    assert server.state.ok == 0 and not server.state.ok_by_hash

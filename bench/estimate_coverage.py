@@ -1,4 +1,4 @@
-"""Coverage, width and bias of the PPI++ mean estimate (geval_spec.ppi), on real and synthetic data.
+"""Coverage, width and bias of the PPI++ mean estimate (geval_spec.analysis.ppi), on real and synthetic data.
 
     .venv/bin/python bench/estimate_coverage.py
 
@@ -38,7 +38,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing the package
 
-from geval_spec.ppi import MeanEstimate, ppi_mean, ppi_mean_difference
+from geval_spec.analysis.ppi import MeanEstimate, ppi_mean, ppi_mean_difference
 
 DATA = ROOT / "specs" / "data" / "tcva" / "summeval-consistency.jsonl"
 SCORES = ROOT / "specs" / "data" / "tcva" / "reference" / "summeval_tcva_scores.json"

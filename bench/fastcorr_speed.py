@@ -1,4 +1,4 @@
-"""geval_spec.fastcorr against per-draw loops: 2,000 bootstrap draws over 10,000 and 100,000 cases.
+"""geval_spec.analysis.fastcorr against per-draw loops: 2,000 bootstrap draws over 10,000 and 100,000 cases.
 
     .venv/bin/python bench/fastcorr_speed.py [--sizes 10000 100000] [--draws 2000]
 
@@ -33,7 +33,8 @@ from collections.abc import Callable
 import numpy as np
 from scipy.stats import kendalltau
 
-from geval_spec.fastcorr import WeightedPairs, group_correlations, rowwise_kendall, rowwise_spearman
+from geval_spec.analysis.fastcorr import WeightedPairs
+from geval_spec.analysis.fastcorr_rows import group_correlations, rowwise_kendall, rowwise_spearman
 from geval_spec.stats import _rowwise_pearson, _rowwise_ranks, _weighted_pearson, _weighted_ranks, group_values
 
 CHUNK_VALUES = 4_000_000

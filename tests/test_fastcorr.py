@@ -1,4 +1,4 @@
-"""geval_spec.fastcorr against scipy on materialised resamples (property tests and hand cases)."""
+"""geval_spec.analysis.fastcorr against scipy on materialised resamples (property tests and hand cases)."""
 
 from __future__ import annotations
 
@@ -11,17 +11,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from geval_spec import fastcorr
-from geval_spec.fastcorr import (
+from geval_spec.analysis import fastcorr, fastcorr_rows
+from geval_spec.analysis.fastcorr import (
     WeightedPairs,
-    group_correlations,
-    rowwise_kendall,
-    rowwise_pearson,
-    rowwise_spearman,
     weighted_kendall_rows,
     weighted_pearson_rows,
     weighted_spearman_rows,
 )
+from geval_spec.analysis.fastcorr_rows import group_correlations, rowwise_kendall, rowwise_pearson, rowwise_spearman
 
 ATOL = 1e-12
 SCIPY = {"pearson": stats.pearsonr, "spearman": stats.spearmanr, "kendall": stats.kendalltau}
@@ -188,7 +185,7 @@ def test_rowwise_kendall_blocks_rows(monkeypatch):
     a = rng.integers(0, 6, (37, 20)).astype(float)
     b = a + rng.integers(-2, 3, (37, 20))
     whole = rowwise_kendall(a, b)
-    monkeypatch.setattr(fastcorr, "PAIRWISE_BLOCK", 1000)  # two rows per block
+    monkeypatch.setattr(fastcorr_rows, "PAIRWISE_BLOCK", 1000)  # two rows per block
     np.testing.assert_array_equal(rowwise_kendall(a, b), whole)
     assert_close(whole, np.array([reference("kendall", a[r], b[r]) for r in range(37)]))
 
@@ -224,7 +221,7 @@ def test_group_correlations_hand_cases():
 
 def test_large_kendall_groups_use_the_merge():
     rng = np.random.default_rng(8)
-    size = fastcorr.PAIRWISE_MAX_SIZE + 44
+    size = fastcorr_rows.PAIRWISE_MAX_SIZE + 44
     codes = np.repeat([0, 1, 2], [size, size, 3])
     x = rng.integers(0, 20, codes.size).astype(float)
     y = x + rng.integers(0, 4, codes.size)

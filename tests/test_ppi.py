@@ -1,4 +1,4 @@
-"""PPI / PPI++ mean estimation (geval_spec.ppi): hand-computed vectors, degenerate inputs, properties."""
+"""PPI / PPI++ mean estimation (geval_spec.analysis.ppi): hand-computed vectors, degenerate inputs, properties."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from geval_spec.ppi import (
+from geval_spec.analysis.ppi import (
     REASON_CONSTANT_JUDGE,
     REASON_CONSTANT_LABELS,
     REASON_TOO_FEW_LABELS,

@@ -110,3 +110,27 @@ def test_key_order_and_formatting_change_neither(name, seed, style):
     data = load_yaml(original.text, original.display).data
     text = _dump(_shuffled(data, random.Random(seed)), style)
     assert fps(name, text) == fps(name)
+
+
+def test_keys_added_later_change_no_fingerprint_at_their_default():
+    base = fps("summeval-consistency")
+    same = edited("summeval-consistency", "  threshold: 0.8", "  threshold: 0.8\n  rule: point")
+    assert fps("summeval-consistency", same) == base
+    lower = edited("summeval-consistency", "  threshold: 0.8", "  threshold: 0.8\n  rule: lower_bound")
+    assert fps("summeval-consistency", lower)[0] == base[0] and fps("summeval-consistency", lower)[1] != base[1]
+
+
+def test_without_splits_the_gate_is_judged_on_all():
+    text = source_for("topical-chat-coherence").text
+    start = text.index("split:\n")
+    end = text.index("bootstrap:")
+    no_split = (text[:start] + text[end:]).replace("  split: test\n", "")
+    parsed = load_spec(source_for("topical-chat-coherence", no_split))
+    assert parsed.spec.split is None and parsed.spec.calibration.split == "all"
+    explicit = (text[:start] + text[end:])
+    try:
+        load_spec(source_for("topical-chat-coherence", explicit))
+    except Exception as exc:  # an explicit split: test without splits stays an error
+        assert "defines no splits" in str(exc)
+    else:
+        raise AssertionError("calibration.split: test without splits must be refused")

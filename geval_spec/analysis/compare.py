@@ -43,6 +43,7 @@ from geval_spec.analysis.results import BootstrapInfo, Result, rounded
 from geval_spec.errors import NoStoredRun, Problem
 from geval_spec.runner.execute import Progress
 from geval_spec.runner.run import RunOptions, execute_run
+from geval_spec.spec.fingerprint import shown_dump
 from geval_spec.spec.load import ResolvedSpec, load_spec
 from geval_spec.spec.project import RUN_ID, Project
 from geval_spec.spec.sections import Spec
@@ -163,7 +164,7 @@ def resolved_yaml(resolved: ResolvedSpec) -> list[str]:
     """The resolved spec (all defaults filled, steps resolved) as stable YAML lines."""
     from ruamel.yaml import YAML
 
-    spec = resolved.spec.model_dump(mode="json")
+    spec = shown_dump(resolved.spec)
     data: dict[str, Any] = {"spec": spec}
     if isinstance(spec.get("steps"), dict):  # generated steps: show the frozen ones too
         data["generated_steps"] = list(resolved.steps)

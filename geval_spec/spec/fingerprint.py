@@ -7,7 +7,8 @@
   bias controls and which data columns fill the template. When it changes,
   new judge calls are needed.
 - The **analysis** fingerprint covers what is computed from stored judgments:
-  aggregation, splits, bootstrap, calibration, human columns and penalties.
+  aggregation, splits, bootstrap, calibration, human columns, penalties,
+  the samples a case needs and the estimate settings.
   When only it changes, results are recomputed from stored judgments at zero
   cost.
 
@@ -60,19 +61,49 @@ def judging_view(spec: Spec, steps: tuple[str, ...], template_text: str) -> dict
     }
 
 
+# Keys added after the first release enter a fingerprint only when they differ from their default, so an
+# upgrade leaves every existing fingerprint (and every report that shows it) as it was.
+LATER_DEFAULTS: dict[tuple[str, str], Any] = {("calibration", "rule"): "point",
+                                              ("scoring", "min_valid_samples"): None}
+LATER_SECTIONS = ("estimate",)  # top-level sections added later: left out when unset
+
+
+def shown_dump(spec: Spec) -> dict[str, Any]:
+    """The spec with every default filled, less what later releases added and this spec leaves unset."""
+    s = spec.model_dump(mode="json")
+    for (section, key), default in LATER_DEFAULTS.items():
+        if isinstance(s.get(section), dict) and s[section].get(key, default) == default:
+            s[section].pop(key, None)
+    for section in LATER_SECTIONS:
+        if s.get(section) is None:
+            s.pop(section, None)
+    return s
+
+
+def _without_later_defaults(section: str, values: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in values.items()
+            if (section, k) not in LATER_DEFAULTS or v != LATER_DEFAULTS[(section, k)]}
+
+
 def analysis_view(spec: Spec) -> dict[str, Any]:
     s = spec.model_dump(mode="json")
     d = s["data"]
-    return {
+    view = {
         "aggregation": s["aggregation"],
         "ensemble": s["ensemble"],
         "split": s["split"],
         "bootstrap": s["bootstrap"],
-        "calibration": s["calibration"],
+        "calibration": _without_later_defaults("calibration", s["calibration"]),
         "data": {k: d[k] for k in ("group", "system", "category", "model_family", "human", "human_scale")},
         "length_report": spec.bias.length is not None,
         "penalty": (s.get("language") or {}).get("penalty") or {},
     }
+    scoring = _without_later_defaults("scoring", {"min_valid_samples": s["scoring"]["min_valid_samples"]})
+    if scoring:
+        view["scoring"] = scoring
+    if s.get("estimate") is not None:
+        view["estimate"] = s["estimate"]
+    return view
 
 
 def fingerprints(spec: Spec, steps: tuple[str, ...], template_text: str) -> tuple[str, str]:

@@ -15,12 +15,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
 SplitName = Literal["examples", "dev", "test"]
 SPLITS: tuple[SplitName, ...] = ("examples", "dev", "test")  # in the order fractions are laid out
 VerdictLevel = Literal["fully", "mostly", "partially", "minor", "none"]
 VERDICT_LEVELS: tuple[VerdictLevel, ...] = ("fully", "mostly", "partially", "minor", "none")  # best first
+
+
+IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"  # a template variable: letters, digits and _, not first a digit
 
 
 class Base(BaseModel):
@@ -86,6 +89,10 @@ class Scoring(Base):
         default="none",
         description="What to do when the provider returns no logprobs. none stops with an error; "
         "the method used is recorded per judgment, never switched silently.")
+    min_valid_samples: int | None = Field(
+        default=None, ge=1, le=100,
+        description="method samples: a case is invalid when fewer of its samples parse (default: half of "
+        "scoring.samples, rounded up).")
 
 
 class Weights(Base):
@@ -100,7 +107,7 @@ class Aggregation(Base):
     temperature: float = Field(default=0.5, ge=0.1, le=1.0,
                                description="TCVA strictness: 0.1 strict (medical) ... 1.0 lenient (chat).")
     weights: Weights = Field(default_factory=Weights, description="Weight per verdict level, in [0, 1].")
-    none_penalty: bool = Field(default=True, description="Scale the score down by the share of 'none' verdicts.")
+    none_penalty: bool = Field(strict=True, default=True, description="Scale the score down by the share of 'none' verdicts.")
     on_empty: Literal["invalid", "zero", "one"] = Field(
         default="invalid", description="Score of a judgment with no statements: invalid, 0 or 1.")
 
@@ -115,8 +122,8 @@ class Judge(Base):
     seed: int | None = Field(default=None, description="Sampling seed sent to providers that honour it.")
     top_logprobs: int | None = Field(default=None, ge=1, le=20,
                                      description="Top logprobs per token; needed by scoring.method logprobs.")
-    json_mode: bool = Field(default=False, description="Ask the provider for a JSON object response_format.")
-    supports_n: bool = Field(default=True,
+    json_mode: bool = Field(strict=True, default=False, description="Ask the provider for a JSON object response_format.")
+    supports_n: bool = Field(strict=True, default=True,
                              description="method samples: ask for n completions in one request (else n requests).")
     api_base: str | None = Field(default=None, pattern=r"^https?://",
                                  description="Base URL of any OpenAI-compatible server.")
@@ -136,7 +143,7 @@ class Language(Base):
     code: str = Field(pattern=r"^[a-z]{2,3}(-[A-Z]{2})?$", description="Language of the candidates, e.g. nl-NL, nl-BE.")
     formality: Literal["u", "je", "any"] = Field(
         default="any", description="Required form of address: u (formal), je (informal) or any.")
-    compounds: bool = Field(default=False, description="Flag wrongly split compounds ('hoofd pijn').")
+    compounds: bool = Field(strict=True, default=False, description="Flag wrongly split compounds ('hoofd pijn').")
     compound_ratio: float = Field(
         default=20.0, gt=1,
         description="Flag a word pair when the joined word is this many times more frequent than the pair.")
@@ -147,7 +154,7 @@ class Language(Base):
 
 
 class Bias(Base):
-    position_swap: bool = Field(default=False, description="Pairwise specs: judge both orders.")
+    position_swap: bool = Field(strict=True, default=False, description="Pairwise specs: judge both orders.")
     length: Literal["report", "penalize"] | None = Field(
         default=None, description="report: add the length-bias diagnostic; penalize: add a clause against padding.")
 
@@ -162,7 +169,7 @@ class Data(Base):
     category: str | None = Field(default=None, description="Reporting category.")
     model_family: str | None = Field(default=None,
                                      description="Column naming the candidate's model family (self-preference).")
-    fields: dict[str, str] = Field(
+    fields: dict[Annotated[str, Field(pattern=IDENTIFIER)], str] = Field(
         description="Template variables and the columns they come from; dotted paths reach nested keys, "
         "a list becomes its items joined by blank lines.")
     human: str | list[str] = Field(description="Human score column, or a list of rater columns.")
@@ -202,8 +209,13 @@ class Bootstrap(Base):
 class Calibration(Base):
     metric: Literal["spearman", "pearson", "kendall"] = Field(default="spearman", description="Gate metric.")
     level: Literal["dataset", "group", "system"] = Field(default="dataset", description="Level of the gate metric.")
-    split: Literal["all", "dev", "test"] = Field(default="test", description="Split the gate is judged on.")
+    split: Literal["all", "dev", "test"] = Field(
+        default="test", description="Split the gate is judged on (default: test; all when the spec defines no "
+        "split, and the report then says the gate was not judged on unseen data).")
     threshold: float = Field(default=0.8, ge=-1, le=1, description="The gate passes when the metric >= threshold.")
+    rule: Literal["point", "lower_bound"] = Field(
+        default="point", description="point: the gate compares the metric's value with the threshold; "
+        "lower_bound: the lower end of its bootstrap interval.")
     min_validity: float = Field(default=0.9, ge=0, le=1,
                                 description="The gate also fails when fewer than this share of cases got a valid "
                                 "judgment (invalid output stays in the denominator).")
@@ -213,6 +225,16 @@ class Calibration(Base):
         default=None, ge=0, le=1,
         description="Optional: a case is correct when |judge - human| <= pass_mark on a 0..1 scale "
         "(enables validity/accuracy summaries).")
+
+
+class EstimateSettings(Base):
+    level: float | None = Field(default=None, gt=0, lt=1,
+                                description="Confidence level of the intervals (default: bootstrap.level).")
+    target_halfwidth: float | None = Field(
+        default=None, gt=0, description="Half-width wanted, on the human scale: the report says how many labelled "
+        "cases reach it (labels_needed).")
+    min_labels: int = Field(default=10, ge=2,
+                            description="Below this many labelled cases in a cell, no interval is given.")
 
 
 class Prompt(Base):
@@ -229,7 +251,7 @@ class Spec(Base):
     """A judging task, its data and how its judge is calibrated."""
 
     name: str = Field(pattern=r"^[a-z0-9-]+$", max_length=80, description="How users call the spec: [a-z0-9-]+.")
-    version: int = Field(ge=1, description="Bumped by hand when the judging changes.")
+    version: int = Field(ge=1, le=2**31 - 1, description="Bumped by hand when the judging changes.")
     description: str = Field(default="", description="Free text; changes no fingerprint.")
     task: str = Field(min_length=1, description="What the judge is asked to do.")
     criterion: Criterion = Field(description="What is judged: a name and a definition.")
@@ -250,6 +272,21 @@ class Spec(Base):
     calibration: Calibration = Field(default_factory=Calibration,
                                      description="The gate: metric, level, split and threshold.")
     prompt: Prompt = Field(default_factory=Prompt, description="Prompt template settings.")
+    estimate: EstimateSettings | None = Field(
+        default=None, description="Estimates of the human-scale mean from a few labels (prediction-powered "
+        "inference); made whenever some valid cases are unlabelled.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _gate_on_all_without_splits(cls, data: Any) -> Any:
+        """With no ``split``, the gate is judged on all cases unless calibration.split says otherwise."""
+        if isinstance(data, dict) and data.get("split") is None:
+            cal = data.get("calibration")
+            if cal is None:
+                return {**data, "calibration": {"split": "all"}}
+            if isinstance(cal, dict) and "split" not in cal:
+                return {**data, "calibration": {**cal, "split": "all"}}
+        return data
 
     @property
     def candidate_field(self) -> str:

@@ -46,7 +46,7 @@ def test_run_scores_every_case_and_a_rerun_sends_nothing(tmp_path, server, clien
     assert j.distribution[3] == pytest.approx(0.7)
     res2 = cli("run", "demo", cwd=root)
     assert res2.code == 0 and server.state.total == 20  # nothing sent twice
-    assert "20 already answered" in res2.out
+    assert "20 cases reused from earlier runs" in res2.out
     js2 = judgments(root, last_line(res2.out))
     assert {k: v.score for k, v in js2.items()} == {k: v.score for k, v in js.items()}
 
@@ -90,13 +90,33 @@ def test_retry_budget_spent_exits_3(tmp_path):
         assert "retry budget (3 retries) is spent" in res.err and "Traceback" not in res.err
 
 
-def test_request_failures_within_budget_are_invalid_not_fatal(tmp_path):
+@pytest.mark.parametrize("client", ["litellm", "openai-http"])
+def test_an_outage_exits_3_not_as_a_failed_gate(tmp_path, client):
+    """A judge that fails every request is an outage (exit 3), not a quality verdict (exit 1)."""
     with FakeOpenAI(ServerConfig(fail_always=500)) as srv:
-        root = make_project(tmp_path, srv.base_url, n=3, client="openai-http", max_retries=1)
+        root = make_project(tmp_path, srv.base_url, n=3, client=client, max_retries=1)
         res = run_cli("run", "demo", "--backoff", "0.01", cwd=root)
-        assert res.code == 1, res.err  # not fatal, but with no valid judgment the gate cannot pass
-        assert "3 invalid" in res.out and "request failed: HTTP 500" in res.out
-        assert "gate FAILED: the correlation is undefined" in res.out
+        assert res.code == 3, res.err
+        assert "the judge could not be used: 3 of 3 cases got no answer" in res.err
+        assert "forced failure" in res.err and "gate" not in res.out + res.err and "Traceback" not in res.err
+        with Store(root / ".geval" / "results.duckdb") as store:
+            run = store.find_runs()[0]
+            assert run.status == "failed" and len(store.judgments(run.run_id)) == 3
+
+
+def test_some_failures_within_budget_are_invalid_not_fatal(tmp_path):
+    def judge(body, i):
+        from openai_server import candidate_of, default_judge
+
+        if "Summary 3 " in candidate_of(body):
+            raise RuntimeError("this case always fails")
+        return default_judge(body, i)
+
+    with FakeOpenAI(ServerConfig(judge=judge)) as srv:
+        root = make_project(tmp_path, srv.base_url, n=6, client="openai-http", max_retries=1)
+        res = run_cli("run", "demo", "--backoff", "0.01", cwd=root)
+        assert res.code == 0, res.err
+        assert "5 valid, 1 invalid" in res.out and "request failed: HTTP 500" in res.out
 
 
 def test_unreachable_judge_exits_3(tmp_path):

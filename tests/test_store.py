@@ -5,17 +5,19 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import duckdb
 import pytest
 
 from geval_spec.errors import StoreError
-from geval_spec.store.db import ResponseWriter, Store
+from geval_spec.store.db import Store
+from geval_spec.store.gate import StoreGate
 from geval_spec.store.records import ResponseRecord
 
 
 def record(h: str, ok: bool = True, attempt: int = 0) -> ResponseRecord:
     return ResponseRecord(request_hash=h, run_id="run_x", attempt=attempt, ok=ok, status=200 if ok else 500,
                           kind=None if ok else "server", error=None if ok else "boom",
-                          body={"choices": [{"message": {"content": h}}]} if ok else None, prompt_tokens=3,
+                          body='{"choices": [{"message": {"content": "%s"}}]}' % h if ok else None, prompt_tokens=3,
                           completion_tokens=2, cost=0.001, latency_ms=5.0)
 
 
@@ -25,7 +27,9 @@ def test_journal_is_replayed_when_the_store_opens(tmp_path):
         journal = store.journal("run_x")
         for h in ("a", "b", "c"):
             journal.write(record(h))
-    # the process "died" here: the journal file is still there, the responses are not in the DB
+    with Store(db) as store:  # the run is alive (it holds its journal): its journal is left alone
+        assert store.recovered == 0 and store.answered(["a"]) == set()
+    journal.close()  # the process "died" here: the journal file is still there, the responses are not in the DB
     (db.with_name(db.name + ".journal") / "run_x.jsonl").open("a").write('{"request_hash": "cut sh')
     with Store(db) as store:
         assert store.recovered == 3
@@ -35,18 +39,23 @@ def test_journal_is_replayed_when_the_store_opens(tmp_path):
 
 def test_a_second_success_for_a_hash_is_not_stored(tmp_path):
     with Store(tmp_path / "r.duckdb") as store:
-        assert store.write_responses([record("a"), record("a", attempt=1), record("b", ok=False)]) == 2
-        assert store.write_responses([record("a", attempt=2)]) == 0
+        store.write_responses([record("a"), record("a", attempt=1), record("b", ok=False)])
+        store.write_responses([record("a", attempt=2)])
+        assert store.con.execute("SELECT count(*), min(attempt) FROM answers WHERE request_hash = 'a'").fetchone() \
+            == (1, 0)
         assert store.last_errors(["b"]) == {"b": "boom"}
 
 
-def test_writer_thread_commits_everything(tmp_path):
-    with Store(tmp_path / "r.duckdb") as store:
-        writer = ResponseWriter(store)
-        for i in range(300):
-            writer.put(record(f"h{i}"))
-        writer.close()
+def test_gate_thread_commits_everything_in_short_sessions(tmp_path):
+    db = tmp_path / "r.duckdb"
+    Store(db).close()
+    gate = StoreGate(db, interval=0.05)
+    for i in range(300):
+        gate.add_response(record(f"h{i}"))
+    gate.flush()
+    with Store(db, wait=5) as store:  # another connection gets in between the gate's sessions
         assert len(store.answered([f"h{i}" for i in range(300)])) == 300
+    gate.close()
 
 
 def test_newer_schema_is_refused(tmp_path):
@@ -64,8 +73,43 @@ def test_locked_database_is_a_clear_error(tmp_path):
                                "print('ready', flush=True); time.sleep(30)"], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "ready"
-        with pytest.raises(StoreError, match="in use by another geval-spec process"):
-            Store(db)
+        with pytest.raises(StoreError, match="in use by another process"):
+            Store(db, wait=0.5)
     finally:
         holder.kill()
         holder.wait()
+
+
+V1 = """
+CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR);
+INSERT INTO meta VALUES ('schema_version', '1');
+CREATE TABLE runs (run_id VARCHAR PRIMARY KEY, kind VARCHAR, spec_name VARCHAR, spec_version INTEGER,
+  spec_ref VARCHAR, spec_file VARCHAR, judging_fp VARCHAR, analysis_fp VARCHAR, spec_json VARCHAR,
+  judges_json VARCHAR, method VARCHAR, data_path VARCHAR, data_sha256 VARCHAR, tool_version VARCHAR,
+  git_commit VARCHAR, options_json VARCHAR, source_file VARCHAR, source_sha256 VARCHAR, started_at VARCHAR,
+  ended_at VARCHAR, status VARCHAR, error VARCHAR, pid INTEGER);
+CREATE TABLE run_cases (run_id VARCHAR, case_id VARCHAR, position INTEGER, group_id VARCHAR, system_id VARCHAR,
+  category VARCHAR, human_json VARCHAR, PRIMARY KEY (run_id, case_id));
+CREATE TABLE responses (request_hash VARCHAR, run_id VARCHAR, attempt INTEGER, ok BOOLEAN, status INTEGER,
+  kind VARCHAR, error VARCHAR, body_json VARCHAR, prompt_tokens INTEGER, completion_tokens INTEGER, cost DOUBLE,
+  latency_ms DOUBLE, received_at VARCHAR, PRIMARY KEY (request_hash, run_id, attempt));
+INSERT INTO responses VALUES
+  ('a', 'run_1', 0, false, 500, 'server', 'boom', NULL, NULL, NULL, NULL, NULL, '2026-01-01T00:00:00Z'),
+  ('a', 'run_1', 1, true, 200, NULL, NULL, '{"first": 1}', 3, 2, 0.1, 5.0, '2026-01-01T00:00:01Z'),
+  ('a', 'run_2', 0, true, 200, NULL, NULL, '{"second": 1}', 3, 2, 0.1, 5.0, '2026-01-01T00:00:02Z');
+"""
+
+
+def test_a_version_1_store_is_migrated_keeping_the_first_answer(tmp_path):
+    db = tmp_path / "old.duckdb"
+    with duckdb.connect(str(db)) as con:
+        for stmt in V1.split(";"):
+            if stmt.strip():
+                con.execute(stmt)
+    with Store(db) as store:
+        assert store.con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("2",)
+        assert store.ok_responses(["a"])["a"].response == {"first": 1}
+        assert store.last_errors(["a"]) == {"a": "boom"}
+        assert store.con.execute("SELECT count(*) FROM responses").fetchone() == (2,)  # the view: 1 answer, 1 failure
+        columns = [row[1] for row in store.con.execute("PRAGMA table_info('run_cases')").fetchall()]
+        assert columns[-2:] == ["split", "case_key"]

@@ -40,16 +40,19 @@ def print_dry_run(parsed: ParsedSpec, d: DryRun) -> None:
     echo(f"  static prefix  {100 * d.static_prefix_share:.1f}% of the prompt tokens (cacheable by providers)")
 
 
-def print_run(parsed: ParsedSpec, r: RunResult, gate_line: str) -> None:
+def print_run(parsed: ParsedSpec, r: RunResult, gate_line: str, ref: str) -> None:
     s = parsed.spec
     echo(f"{s.name} v{s.version}: {r.cases} cases, {r.valid} valid, {r.invalid} invalid "
-         f"(validity {100 * r.valid / max(1, r.valid + r.invalid):.1f}%), method {', '.join(r.methods)}")
+         f"(validity {100 * r.valid / max(1, r.valid + r.invalid):.1f}%), method {', '.join(r.methods) or '-'}")
     for reason, count in r.invalid_reasons[:5]:
         echo(f"  invalid x{count}: {reason}")
+    reused = f"; {r.reused} cases reused from earlier runs" if r.reused else ""
     echo(f"requests: {r.requests} ({r.sent} sent, {r.cached} already answered, {r.failed} failed, "
-         f"{r.retries} retries)")
-    echo(f"tokens: {r.prompt_tokens:,} in, {r.completion_tokens:,} out; cost {fmt_cost(r.cost)}")
+         f"{r.retries} retries){reused}")
+    cached = f" ({r.cached_tokens:,} read from the provider's cache)" if r.cached_tokens else ""
+    echo(f"tokens: {r.prompt_tokens:,} in{cached}, {r.completion_tokens:,} out; cost {fmt_cost(r.cost)}")
     echo(gate_line)
+    echo(f"stored in {shown(Path(r.db))}; next: geval-spec report {r.run_id}  (or: geval-spec report {ref})")
     echo(r.run_id)
 
 
@@ -97,11 +100,12 @@ def run(
         gate = gate_after_run(store, proj, result.run_id, split)
     if gate is None:
         cal = parsed.spec.calibration
-        print_run(parsed, result, f"gate not judged: this run covers split {split}, the gate is judged on {cal.split}")
+        print_run(parsed, result, f"gate not judged: this run covers split {split}, the gate is judged on {cal.split}",
+                  ref)
         return EXIT_OK
     if junit is not None:
         write_out(to_junit(parsed.name, gate), junit, junit)
-    print_run(parsed, result, f"gate {'passed' if gate.passed else 'FAILED'}: {gate.reason}")
+    print_run(parsed, result, f"gate {'passed' if gate.passed else 'FAILED'}: {gate.reason}", ref)
     return EXIT_OK if gate.passed else EXIT_GATE
 
 

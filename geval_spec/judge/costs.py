@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 MAP_FILE = "model_prices_and_context_window_backup.json"
 
@@ -28,9 +30,35 @@ def _prices() -> dict:
     return table if isinstance(table, dict) else {}
 
 
+@dataclass(frozen=True)
+class Price:
+    """USD per token of one model: input, output, cached input, and both at the batch rate."""
+
+    input: float
+    output: float
+    cached_input: float  # prompt tokens read from the provider's cache (the input price when unknown)
+    batch_input: float  # batch APIs (half the online price when the map does not say)
+    batch_output: float
+
+    def of(self, prompt: float, completion: float, cached: float | None = None, batch: bool = False) -> float:
+        """The cost of one response; reasoning tokens are part of ``completion`` and billed as output.
+
+        Batch requests are billed at the batch rates, with no separate cache discount.
+        """
+        if batch:
+            return prompt * self.batch_input + completion * self.batch_output
+        cached = min(max(cached or 0.0, 0.0), prompt)
+        return (prompt - cached) * self.input + cached * self.cached_input + completion * self.output
+
+
+def _number(entry: dict[str, Any], key: str, default: float) -> float:
+    value = entry.get(key)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default
+
+
 @lru_cache(maxsize=256)
-def price(model: str) -> tuple[float, float] | None:
-    """(input, output) USD per token, or None when unknown."""
+def price(model: str) -> Price | None:
+    """The model's prices, or None when the offline cost map does not know it."""
     table = _prices()
     candidates = [model]
     if "/" in model:
@@ -38,12 +66,17 @@ def price(model: str) -> tuple[float, float] | None:
     for name in candidates:
         entry = table.get(name)
         if isinstance(entry, dict) and "input_cost_per_token" in entry:
-            return float(entry.get("input_cost_per_token") or 0.0), float(entry.get("output_cost_per_token") or 0.0)
+            inp = _number(entry, "input_cost_per_token", 0.0)
+            out = _number(entry, "output_cost_per_token", 0.0)
+            return Price(input=inp, output=out, cached_input=_number(entry, "cache_read_input_token_cost", inp),
+                         batch_input=_number(entry, "input_cost_per_token_batches", inp / 2),
+                         batch_output=_number(entry, "output_cost_per_token_batches", out / 2))
     return None
 
 
-def cost(model: str, prompt_tokens: int | None, completion_tokens: int | None) -> float | None:
+def cost(model: str, prompt_tokens: int | None, completion_tokens: int | None, cached_tokens: int | None = None,
+         batch: bool = False) -> float | None:
     p = price(model)
     if p is None or prompt_tokens is None or completion_tokens is None:
         return None
-    return prompt_tokens * p[0] + completion_tokens * p[1]
+    return p.of(prompt_tokens, completion_tokens, cached_tokens, batch)

@@ -37,7 +37,17 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from geval_spec.judge.outputs import PREFERENCE, as_int_score, parse_preference, parse_score_output, parse_verdicts
 from geval_spec.judge.tcva import tcva_score
-from geval_spec.judge.types import Choice, Completion, Details, Judgment, Method, Request, TokenLogprob, Verdict
+from geval_spec.judge.types import (
+    Choice,
+    Completion,
+    Details,
+    Judgment,
+    Logprobs,
+    Method,
+    Request,
+    TokenLogprob,
+    Verdict,
+)
 from geval_spec.spec.sections import Aggregation, Spec
 
 PAIRWISE_RULE = "the mean of both orders: orders that disagree give a tie (0.5)"
@@ -102,7 +112,7 @@ def _alternatives(tok: TokenLogprob) -> list[tuple[str, float]]:
 class _Reader:
     """Walks the chosen tokens of a score, spreading probability over the scale's scores."""
 
-    def __init__(self, tokens: Sequence[TokenLogprob], path: list[tuple[int, str]], prefix: str, suffix: str,
+    def __init__(self, tokens: Logprobs, path: list[tuple[int, str]], prefix: str, suffix: str,
                  scores: Sequence[int]) -> None:
         self.tokens = tokens
         self.path = path  # (token index, the score characters the chosen token holds)
@@ -119,7 +129,7 @@ class _Reader:
         index, chosen = self.path[step]
         prefix = self.prefix if step == 0 else ""
         suffix = self.suffix if step == len(self.path) - 1 else ""
-        for token, lp in _alternatives(self.tokens[index]):
+        for token, lp in _alternatives(self.tokens.at(index)):
             piece = _residual(token, prefix, suffix)
             if piece is None or (consumed and piece.startswith("-")):
                 continue
@@ -140,7 +150,7 @@ class _Reader:
         """The chosen score is complete: split p between it and longer scores the next token could make."""
         rest = p
         if self._extends(full) and after < len(self.tokens):
-            for token, lp in _alternatives(self.tokens[after]):
+            for token, lp in _alternatives(self.tokens.at(after)):
                 if re.fullmatch(r"\d+", token):
                     q = p * math.exp(lp)
                     if full + token in self.strings:
@@ -150,11 +160,16 @@ class _Reader:
             self.probs[self.strings[full]] += max(rest, 0.0)
 
 
-def distribution_from_logprobs(tokens: Sequence[TokenLogprob], scores: Sequence[int],
+def distribution_from_logprobs(tokens: Logprobs | Sequence[TokenLogprob], scores: Sequence[int],
                                span: tuple[int, int] | None = None,
                                written: int | None = None) -> Distribution | str:
-    """Read the score distribution at the score's position inside ``span``, or return why not."""
-    text = "".join(t.token for t in tokens)
+    """Read the score distribution at the score's position inside ``span``, or return why not.
+
+    Only the chosen tokens' text and the alternatives at the score's positions are read.
+    """
+    stream = tokens if isinstance(tokens, Logprobs) else Logprobs.of(tokens)
+    texts = stream.texts()
+    text = "".join(texts)
     lo, hi = span if span is not None else (0, len(text))
     matches = list(_SCORE_AT.finditer(text, lo, hi))
     if not matches:
@@ -166,20 +181,20 @@ def distribution_from_logprobs(tokens: Sequence[TokenLogprob], scores: Sequence[
     path: list[tuple[int, str]] = []
     pos = 0
     prefix = suffix = ""
-    for i, tok in enumerate(tokens):
-        t0, t1 = pos, pos + len(tok.token)
+    for i, token in enumerate(texts):
+        t0, t1 = pos, pos + len(token)
         pos = t1
         if t1 <= start or t0 >= end:
             continue
         a, b = max(start, t0), min(end, t1)
         if not path:
-            prefix = tok.token[: a - t0]
+            prefix = token[: a - t0]
         path.append((i, text[a:b]))
         if b == end:
-            suffix = tok.token[b - t0:]
+            suffix = token[b - t0:]
     if not path:
         return "the score is not in the token stream"
-    reader = _Reader(tokens, path, prefix, suffix, scores)
+    reader = _Reader(stream, path, prefix, suffix, scores)
     reader.visit(0, "", 1.0)
     valid_mass = sum(reader.probs.values())
     if valid_mass <= 1e-12:

@@ -11,7 +11,7 @@ typed here.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any, Literal, Mapping
+from typing import Any, Literal, Mapping, Sequence
 
 from geval_spec.spec.sections import VerdictLevel
 
@@ -71,10 +71,48 @@ class TokenLogprob:
     top: tuple[tuple[str, float], ...]
 
 
+class Logprobs:
+    """The token logprobs of one choice, read lazily from the response body.
+
+    A response carries the top alternatives at every position; only the few
+    positions where the score is written are ever needed, so token objects
+    are built on demand (:meth:`at`) and :meth:`texts` gives only the chosen
+    tokens' text.
+    """
+
+    __slots__ = ("_content",)
+
+    def __init__(self, content: Sequence[Any]) -> None:
+        self._content = content  # the "content" list of an OpenAI logprobs object
+
+    @classmethod
+    def of(cls, tokens: Sequence[TokenLogprob]) -> "Logprobs":
+        return cls([{"token": t.token, "logprob": t.logprob,
+                     "top_logprobs": [{"token": a, "logprob": lp} for a, lp in t.top]} for t in tokens])
+
+    def __len__(self) -> int:
+        return len(self._content)
+
+    def texts(self) -> list[str]:
+        return [str(t.get("token", "")) if isinstance(t, dict) else "" for t in self._content]
+
+    def at(self, i: int) -> TokenLogprob:
+        t = self._content[i]
+        if not isinstance(t, dict):
+            return TokenLogprob("", float("-inf"), ())
+        top = tuple((str(x.get("token", "")), _logprob(x.get("logprob"))) for x in (t.get("top_logprobs") or [])
+                    if isinstance(x, dict))
+        return TokenLogprob(token=str(t.get("token", "")), logprob=_logprob(t.get("logprob")), top=top)
+
+
+def _logprob(value: Any) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else float("-inf")
+
+
 @dataclass(frozen=True)
 class Choice:
     text: str | None
-    logprobs: tuple[TokenLogprob, ...] | None
+    logprobs: Logprobs | None
     finish_reason: str | None = None
 
 
@@ -86,6 +124,9 @@ class Completion:
     cost: float | None
     latency_ms: float
     raw: JsonObject
+    raw_text: str = ""  # the body exactly as received (what the journal and the store keep)
+    cached_tokens: int | None = None
+    reasoning_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -99,6 +140,8 @@ class Recorded:
     cost: float | None
     latency_ms: float | None
     request: JsonObject | None = None  # the body that was sent, when known
+    cached_tokens: int | None = None
+    reasoning_tokens: int | None = None
 
 
 @dataclass(frozen=True)

@@ -51,8 +51,8 @@ def estimate(plan: Plan, pending: Sequence[Request], typical: float | None) -> D
         if price is None:
             unpriced.add(r.model)
             continue
-        cost_max += n_in * price[0] + out_max * price[1]
-        cost_est += n_in * price[0] + (min(typical * r.n, out_max) if typical else out_max) * price[1]
+        cost_max += price.of(n_in, out_max)
+        cost_est += price.of(n_in, min(typical * r.n, out_max) if typical else out_max)
     share_num = share_den = 0
     first = next(iter(plan.rendered.values()))[0] if plan.rendered else None
     if first is not None:

@@ -1,34 +1,41 @@
 """Send requests, at most ``concurrency`` at a time, and keep every answer.
 
-Each attempt that fails with a retryable error (429, 5xx, timeout, a broken
-connection, a body that is not a chat completion) is retried after an
-exponential backoff with full jitter, ``uniform(0, backoff * 2**attempt)``
-capped at 30 s, or after the server's Retry-After (``retry-after-ms`` or
-``Retry-After``) when it says so, whichever is longer. Each request gets
-``judge.max_retries`` retries; the whole run gets a retry budget. When the
-budget is spent the run stops (exit 3); a request that runs out of its own
-retries ends as a failure with its reason (an invalid judgment), and the run
-goes on. Authentication errors, and connection errors before any request has
+Requests stream in from the planner (:meth:`Executor.stream`): a bounded
+queue feeds ``concurrency`` workers, so memory stays flat however many
+cases a run has. Each attempt that fails with a retryable error (429, 5xx,
+timeout, a broken connection, a body that is not a chat completion) is
+retried after an exponential backoff with full jitter, ``uniform(0, backoff *
+2**attempt)`` capped at 30 s, or after the server's Retry-After
+(``retry-after-ms`` or ``Retry-After``) when it says so, whichever is longer.
+Each request gets ``judge.max_retries`` retries; the whole run gets a retry
+budget. When the budget is spent the run stops (exit 3); a request that runs
+out of its own retries ends as a failure with its reason, and the run goes
+on. Authentication errors, and connection errors before any request has
 succeeded, stop the run at once: the judge cannot be reached.
 
-Every answer is appended to the run's journal the moment it arrives, then
-committed to the store by a writer thread.
+Every answer is appended to the run's journal the moment it arrives (as the
+text it arrived as), then handed to the store's gate thread.
+
+Stopping: :meth:`Executor.stop_sending` (the first Ctrl-C) sends nothing new
+and lets what is in flight finish; :meth:`Executor.abandon` (the second, or
+a grace period) cancels what is in flight.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import random
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import AsyncIterator, Callable, Sequence
 
 from geval_spec.errors import GevalError, InputError, JudgeUnreachable, Problem, RetryBudgetSpent
 from geval_spec.judge.clients import client_class
 from geval_spec.judge.clients.base import Client, TransportError
 from geval_spec.judge.types import Completion, Request
 from geval_spec.spec.sections import Judge
-from geval_spec.store.db import ResponseWriter
 from geval_spec.store.journal import Journal
 from geval_spec.store.records import ResponseRecord
 
@@ -38,15 +45,27 @@ UNREACHABLE_AFTER = 3  # connection failures with no success yet
 
 @dataclass
 class Progress:
-    total: int = 0
+    total: int = 0  # requests planned so far (cases not yet planned are not counted)
     cached: int = 0
     done: int = 0  # answered in this run
     failed: int = 0  # gave up after retries
     retries: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0
+    reasoning_tokens: int = 0
     cost: float = 0.0
     unpriced: int = 0
+    in_flight: int = 0
+    cases: int = 0  # cases of the run
+    cases_done: int = 0  # cases judged (or reused)
+    started: float = field(default_factory=time.monotonic)
+
+    @property
+    def rate(self) -> float:
+        """Answers received per second so far."""
+        elapsed = time.monotonic() - self.started
+        return self.done / elapsed if elapsed > 0 else 0.0
 
 
 @dataclass
@@ -55,6 +74,7 @@ class Outcome:
     completion: Completion | None = None
     error: str | None = None
     attempts: int = 0
+    transport_failure: bool = False  # gave up because the judge could not be reached or kept failing
 
 
 @dataclass
@@ -113,151 +133,190 @@ class Routes:
     def __call__(self, request: Request) -> Route:
         return self.by_label[request.judge]
 
-
-@dataclass
-class _Shared:
-    successes: int = 0
-    connection_failures: int = 0
-    stop: BaseException | None = None
-    rng: random.Random = field(default_factory=random.Random)
+    async def close(self) -> None:
+        for client in self.clients:
+            try:
+                await client.close()
+            except Exception:
+                pass
 
 
 Check = Callable[[Request, Completion], GevalError | None]  # stops the run when it returns an error
+Sink = Callable[[ResponseRecord], None]  # where records go after the journal (the store's gate)
+
+
+def response_record(run_id: str, request: Request, attempt: int, completion: Completion | None,
+                    error: TransportError | None) -> ResponseRecord:
+    if completion is not None:
+        body = completion.raw_text or json.dumps(completion.raw, ensure_ascii=False)
+        return ResponseRecord(request_hash=request.hash, run_id=run_id, attempt=attempt, ok=True, status=200,
+                              kind=None, error=None, body=body, prompt_tokens=completion.prompt_tokens,
+                              completion_tokens=completion.completion_tokens, cost=completion.cost,
+                              latency_ms=round(completion.latency_ms, 3), cached_tokens=completion.cached_tokens,
+                              reasoning_tokens=completion.reasoning_tokens)
+    return ResponseRecord(request_hash=request.hash, run_id=run_id, attempt=attempt, ok=False,
+                          status=error.status if error else None, kind=error.kind if error else None,
+                          error=str(error) if error else "unknown", body=None, prompt_tokens=None,
+                          completion_tokens=None, cost=None, latency_ms=None)
 
 
 class Executor:
-    def __init__(self, route: Callable[[Request], Route], run_id: str, journal: Journal, writer: ResponseWriter,
-                 settings: Settings, progress: Progress, on_progress: Callable[[Progress], None] | None = None,
+    def __init__(self, route: Routes, run_id: str, journal: Journal, sink: Sink, settings: Settings,
+                 progress: Progress, on_progress: Callable[[Progress], None] | None = None,
                  check: Check | None = None) -> None:
         self.route = route
         self.run_id = run_id
         self.journal = journal
-        self.writer = writer
+        self.sink = sink
         self.settings = settings
         self.progress = progress
         self.on_progress = on_progress or (lambda p: None)
         self.check = check
         self.budget = RetryBudget(settings.retry_budget)
-        self._shared = _Shared(rng=random.Random(settings.seed))
-
-    def _record(self, request: Request, attempt: int, completion: Completion | None,
-                error: TransportError | None) -> ResponseRecord:
-        if completion is not None:
-            return ResponseRecord(request_hash=request.hash, run_id=self.run_id, attempt=attempt, ok=True,
-                                  status=200, kind=None, error=None, body=completion.raw,
-                                  prompt_tokens=completion.prompt_tokens,
-                                  completion_tokens=completion.completion_tokens, cost=completion.cost,
-                                  latency_ms=round(completion.latency_ms, 3))
-        return ResponseRecord(request_hash=request.hash, run_id=self.run_id, attempt=attempt, ok=False,
-                              status=error.status if error else None, kind=error.kind if error else None,
-                              error=str(error) if error else "unknown", body=None, prompt_tokens=None,
-                              completion_tokens=None, cost=None, latency_ms=None)
+        self.rng = random.Random(settings.seed)
+        self.successes = 0
+        self.connection_failures = 0
+        self.stop: BaseException | None = None  # an error that ends the run
+        self.stopping = False  # send nothing new (first Ctrl-C)
+        self._tasks: set[asyncio.Task[None]] = set()
 
     def _delay(self, attempt: int, error: TransportError, backoff: float) -> float:
-        jitter = self._shared.rng.uniform(0, min(MAX_DELAY, backoff * (2 ** attempt)))
+        jitter = self.rng.uniform(0, min(MAX_DELAY, backoff * (2 ** attempt)))
         if error.retry_after is not None:
             return min(max(error.retry_after, jitter), 300.0)
         return jitter
 
-    async def _one(self, request: Request, sem: asyncio.Semaphore) -> Outcome:
-        shared = self._shared
+    def _fail(self, error: BaseException) -> BaseException:
+        if self.stop is None:
+            self.stop = error
+        return self.stop
+
+    def _failed_attempt(self, request: Request, attempt: int, exc: TransportError) -> None:
+        """Record a failed attempt; raise when it means the run cannot go on."""
+        if exc.kind == "replay_miss":
+            raise self._fail(InputError(problems=[Problem(
+                f"no recorded response for case {request.case_id!r} (request {request.hash[:12]}) in {exc}",
+                hint="record it with a real run, then geval-spec export RUN --cassette")]))
+        self.sink(response_record(self.run_id, request, attempt, None, exc))
+        if exc.kind == "auth":
+            raise self._fail(JudgeUnreachable(f"the judge refused the credentials: {exc}"))
+        if exc.kind == "connection":
+            self.connection_failures += 1
+            if self.successes == 0 and self.connection_failures >= UNREACHABLE_AFTER:
+                raise self._fail(JudgeUnreachable(f"cannot reach the judge: {exc}"))
+
+    def _received(self, request: Request, attempt: int, completion: Completion) -> None:
+        record = response_record(self.run_id, request, attempt, completion, None)
+        self.journal.write(record)  # first: survives a kill
+        self.sink(record)
+        self.successes += 1
+        p = self.progress
+        p.done += 1
+        p.prompt_tokens += completion.prompt_tokens or 0
+        p.completion_tokens += completion.completion_tokens or 0
+        p.cached_tokens += completion.cached_tokens or 0
+        p.reasoning_tokens += completion.reasoning_tokens or 0
+        if completion.cost is None:
+            p.unpriced += 1
+        else:
+            p.cost += completion.cost
+        if self.check is not None:
+            problem = self.check(request, completion)
+            if problem is not None:
+                raise self._fail(problem)
+
+    async def _one(self, request: Request) -> Outcome:
         route = self.route(request)
         attempt = 0
-        async with sem:
+        while True:
+            try:
+                completion = await route.client.complete(request.body, route.timeout, key=request.hash)
+            except TransportError as exc:
+                self._failed_attempt(request, attempt, exc)
+                if not exc.retryable or attempt >= route.max_retries:
+                    self.progress.failed += 1
+                    return Outcome(request, error=f"{exc} (after {attempt + 1} attempt{'s' if attempt else ''})",
+                                   attempts=attempt + 1, transport_failure=True)
+                if not self.budget.take():
+                    raise self._fail(RetryBudgetSpent(
+                        f"the retry budget ({self.settings.retry_budget} retries) is spent; last error: {exc}"))
+                self.progress.retries += 1
+                await asyncio.sleep(self._delay(attempt, exc, route.backoff))
+                attempt += 1
+                continue
+            self._received(request, attempt, completion)
+            return Outcome(request, completion=completion, attempts=attempt + 1)
+
+    async def stream(self, feed: AsyncIterator[Request], on_outcome: Callable[[Outcome], None]) -> None:
+        """Send what ``feed`` yields, ``concurrency`` at a time; hand each outcome to ``on_outcome``."""
+        queue: asyncio.Queue[Request | None] = asyncio.Queue(maxsize=max(2, 2 * self.settings.concurrency))
+        workers = max(1, self.settings.concurrency)
+
+        async def produce() -> None:
+            try:
+                async for request in feed:
+                    if self.stopping or self.stop is not None:
+                        break
+                    await queue.put(request)
+            except Exception as exc:  # the planner's error (a template, the data) ends the run
+                self._fail(exc)
+            finally:
+                for _ in range(workers):
+                    await queue.put(None)
+
+        async def work() -> None:
             while True:
-                if shared.stop is not None:
-                    raise asyncio.CancelledError
+                request = await queue.get()
+                if request is None or self.stopping or self.stop is not None:
+                    return
+                self.progress.in_flight += 1
                 try:
-                    completion = await route.client.complete(request.body, route.timeout, key=request.hash)
-                except TransportError as exc:
-                    if exc.kind == "replay_miss":
-                        shared.stop = InputError(problems=[Problem(
-                            f"no recorded response for case {request.case_id!r} (request {request.hash[:12]}) "
-                            f"in {exc}", hint="record it with a real run, then geval-spec export RUN --cassette")])
-                        raise shared.stop
-                    self.writer.put(self._record(request, attempt, None, exc))
-                    if exc.kind == "auth":
-                        shared.stop = JudgeUnreachable(f"the judge refused the credentials: {exc}")
-                        raise shared.stop
-                    if exc.kind == "connection":
-                        shared.connection_failures += 1
-                        if shared.successes == 0 and shared.connection_failures >= UNREACHABLE_AFTER:
-                            shared.stop = JudgeUnreachable(f"cannot reach the judge: {exc}")
-                            raise shared.stop
-                    if not exc.retryable or attempt >= route.max_retries:
-                        self.progress.failed += 1
-                        self.on_progress(self.progress)
-                        return Outcome(request, error=f"{exc} (after {attempt + 1} attempt"
-                                                      f"{'s' if attempt else ''})", attempts=attempt + 1)
-                    if not self.budget.take():
-                        shared.stop = RetryBudgetSpent(
-                            f"the retry budget ({self.settings.retry_budget} retries) is spent; last error: {exc}")
-                        raise shared.stop
-                    self.progress.retries += 1
-                    await asyncio.sleep(self._delay(attempt, exc, route.backoff))
-                    attempt += 1
-                    continue
-                record = self._record(request, attempt, completion, None)
-                self.journal.write(record)  # first: survives a kill
-                self.writer.put(record)
-                shared.successes += 1
-                p = self.progress
-                p.done += 1
-                p.prompt_tokens += completion.prompt_tokens or 0
-                p.completion_tokens += completion.completion_tokens or 0
-                if completion.cost is None:
-                    p.unpriced += 1
-                else:
-                    p.cost += completion.cost
-                self.on_progress(p)
-                if self.check is not None:
-                    problem = self.check(request, completion)
-                    if problem is not None:
-                        shared.stop = problem
-                        raise problem
-                return Outcome(request, completion=completion, attempts=attempt + 1)
+                    outcome = await self._one(request)
+                finally:
+                    self.progress.in_flight -= 1
+                on_outcome(outcome)
+                self.on_progress(self.progress)
 
-    async def run(self, requests: Sequence[Request]) -> dict[str, Outcome]:
-        sem = asyncio.Semaphore(max(1, self.settings.concurrency))
-        tasks = [asyncio.ensure_future(self._one(r, sem)) for r in requests]
-        outcomes: dict[str, Outcome] = {}
+        producer = asyncio.ensure_future(produce())
+        self._tasks = {asyncio.ensure_future(work()) for _ in range(workers)}
         try:
-            for fut in asyncio.as_completed(tasks):
-                try:
-                    outcome = await fut
-                except asyncio.CancelledError:
-                    continue
-                outcomes[outcome.request.hash] = outcome
-                if self._shared.stop is not None:
-                    break
-        except GevalError as exc:
-            if self._shared.stop is None:
-                self._shared.stop = exc
+            results = await asyncio.gather(*self._tasks, return_exceptions=True)
         finally:
-            if self._shared.stop is not None:
-                for t in tasks:
-                    t.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
-        if self._shared.stop is not None:
-            raise self._shared.stop
-        return outcomes
+            producer.cancel()
+            await asyncio.gather(producer, return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
+                raise self._fail(result)
+        if self.stop is not None:
+            raise self.stop
+
+    def stop_sending(self) -> int:
+        """Send nothing new; what is in flight finishes. Returns how many requests are in flight."""
+        self.stopping = True
+        return self.progress.in_flight
+
+    def abandon(self) -> None:
+        """Cancel what is in flight (its responses are not received, so nothing is lost)."""
+        self.stopping = True
+        for task in self._tasks:
+            task.cancel()
 
 
-def run_requests(routes: Routes, requests: Sequence[Request], *, run_id: str, journal: Journal,
-                 writer: ResponseWriter, settings: Settings, progress: Progress,
-                 on_progress: Callable[[Progress], None] | None = None, check: Check | None = None
-                 ) -> dict[str, Outcome]:
-    """Send ``requests`` and close the routes' clients afterwards, whatever happens."""
-    executor = Executor(routes, run_id, journal, writer, settings, progress, on_progress, check)
+def send_all(routes: Routes, requests: Sequence[Request], *, run_id: str, journal: Journal, sink: Sink,
+             settings: Settings) -> dict[str, Outcome]:
+    """Send a few requests (generated steps) and wait for all of them; close the routes' clients."""
+    outcomes: dict[str, Outcome] = {}
+    executor = Executor(routes, run_id, journal, sink, settings, Progress(total=len(requests)))
 
-    async def main() -> dict[str, Outcome]:
+    async def feed() -> AsyncIterator[Request]:
+        for request in requests:
+            yield request
+
+    async def main() -> None:
         try:
-            return await executor.run(requests)
+            await executor.stream(feed(), lambda o: outcomes.__setitem__(o.request.hash, o))
         finally:
-            for client in routes.clients:
-                try:
-                    await client.close()
-                except Exception:
-                    pass
+            await routes.close()
 
-    return asyncio.run(main())
+    asyncio.run(main())
+    return outcomes

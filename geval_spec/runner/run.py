@@ -3,20 +3,29 @@
 1. select the cases (``--split``, ``--limit``) and the judges (``--model``);
 2. generate the evaluation steps once, if the spec asks for it and the lock
    is missing or stale (:mod:`geval_spec.runner.steps`);
-3. run the language pre-checks of plugins;
-4. plan the requests (cases x judges x samples) and look up which are
-   already answered in the store: those are never sent again;
-5. send the rest (:mod:`geval_spec.runner.execute`), with a journal and a
-   writer thread so nothing received is lost;
-6. score every case from its responses (:func:`geval_spec.judge.scoring.score_case`)
-   and store the judgments.
+3. reuse: a case whose *case key* (below) has a stored judgment gets a copy
+   of it, made inside the store: an unchanged rerun sends, renders and
+   parses nothing;
+4. stream the other cases (:mod:`geval_spec.runner.engine`): pre-checks,
+   prompts and requests in chunks; answered requests are never sent again;
+   the rest are sent with a journal, and each case is scored as its answers
+   arrive (:func:`geval_spec.judge.scoring.score_case`);
+5. store everything through the store's gate thread, in short sessions.
 
 A run that is killed leaves its responses behind; the next ``run`` of the same
-spec sends only what is still missing.
+spec sends only what is still missing. The first Ctrl-C stops sending and
+keeps what arrives; the second abandons what is in flight (exit 130).
+
+A case key is the SHA-256 of the judging fingerprint, the judges' labels and
+models, the versions of the loaded language plugins, the judgment code's
+version (:data:`JUDGMENT_VERSION`), and the case's id and fields: everything
+its judgment depends on.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Sequence
@@ -25,18 +34,22 @@ from geval_spec import __version__
 from geval_spec.dataset.cases import Case, read_cases
 from geval_spec.dataset.splits import assign_splits
 from geval_spec.errors import GevalError, InputError, MissingLogprobs, Problem
-from geval_spec.judge.clients.base import completion_of
-from geval_spec.judge.precheck import precheck
-from geval_spec.judge.requests import Plan, method_requests, prepare_requests, unique
-from geval_spec.judge.scoring import as_fallback, missing_logprobs, score_case
+from geval_spec.judge.requests import prepare_requests, unique
+from geval_spec.judge.scoring import missing_logprobs
 from geval_spec.judge.types import Completion, Judgment, Request
+from geval_spec.plugins import load_plugins
+from geval_spec.runner.engine import Engine, Interrupted
 from geval_spec.runner.estimate import DryRun, estimate
-from geval_spec.runner.execute import Check, Outcome, Progress, Routes, Settings, run_requests
+from geval_spec.runner.execute import Check, Progress, Routes, Settings
 from geval_spec.runner.steps import generate_steps, needs_steps
 from geval_spec.spec.load import ParsedSpec
 from geval_spec.spec.sections import Judge, Spec
-from geval_spec.store.db import ResponseWriter, Store
+from geval_spec.store.db import Store
+from geval_spec.store.gate import StoreGate
+from geval_spec.store.journal import Journal
 from geval_spec.store.records import RunInfo, RunJudge, RunSettings, RunStatus, new_run_id
+
+JUDGMENT_VERSION = "2"  # bump when the same responses would give other judgments (scoring changed)
 
 Say = Callable[[str], None]
 OnProgress = Callable[[Progress], None]
@@ -75,6 +88,9 @@ class RunResult:
     methods: tuple[str, ...]
     steps_generated: bool = False
     invalid_reasons: tuple[tuple[str, int], ...] = ()
+    reused: int = 0  # cases whose judgment was copied from an earlier run
+    cached_tokens: int = 0
+    db: str = ""
 
 
 def select_cases(parsed: ParsedSpec, cases: Sequence[Case], split: str | None, limit: int | None) -> list[Case]:
@@ -117,114 +133,44 @@ def logprobs_check(spec: Spec) -> Check | None:
     return check
 
 
-class Sender:
-    """Sends a run's requests that the store has no answer for, and keeps what came back."""
+def case_keys(parsed: ParsedSpec, cases: Sequence[Case], judges: Sequence[Judge]) -> dict[str, str]:
+    """Case id -> the key of everything its judgment depends on (see the module docstring)."""
+    plugins = ""
+    if parsed.spec.language is not None:
+        from importlib.metadata import PackageNotFoundError, version
 
-    def __init__(self, store: Store, run_id: str, judges: Sequence[Judge], options: RunOptions,
-                 check: Check | None, on_progress: OnProgress | None) -> None:
-        self.store = store
-        self.run_id = run_id
-        self.judges = judges
-        self.options = options
-        self.check = check
-        self.on_progress = on_progress
-        self.progress = Progress()
-        self.outcomes: dict[str, Outcome] = {}
-
-    def send(self, requests: Sequence[Request]) -> None:
-        todo = unique(requests)
-        done = self.store.answered(r.hash for r in todo)
-        waiting = [r for r in todo if r.hash not in done]
-        self.progress.total += len(todo)
-        self.progress.cached += len(todo) - len(waiting)
-        if self.on_progress:
-            self.on_progress(self.progress)
-        if not waiting:
-            return
-        routes = Routes(self.judges, self.options.concurrency, self.options.replay, self.options.backoff)
-        budget = self.options.retry_budget if self.options.retry_budget is not None else max(20, len(waiting))
-        writer = ResponseWriter(self.store)
-        journal = self.store.journal(self.run_id)
-        try:
-            self.outcomes.update(run_requests(
-                routes, waiting, run_id=self.run_id, journal=journal, writer=writer,
-                settings=Settings(concurrency=self.options.concurrency, retry_budget=budget),
-                progress=self.progress, on_progress=self.on_progress, check=self.check))
-        finally:
-            writer.close()  # raises if responses could not be committed: the journal then stays
-            journal.discard()
-
-    def completions(self, requests: Sequence[Request]) -> dict[str, Completion]:
-        """Completions per request hash: received in this run (in memory), else from the store."""
-        out = {h: o.completion for h, o in self.outcomes.items() if o.completion is not None}
-        rest = {r.hash: r for r in requests if r.hash not in out}
-        for h, recorded in self.store.ok_responses(rest).items():
-            out[h] = completion_of(recorded, rest[h].model)
-        return out
-
-    def errors(self, requests: Sequence[Request], answered: set[str]) -> dict[str, str]:
-        """Why each unanswered request failed: in this run, else the last stored failure."""
-        stored = self.store.last_errors(r.hash for r in requests if r.hash not in answered)
-        out = dict(stored)
-        for h, o in self.outcomes.items():
-            if o.error:
-                out[h] = o.error
-        return out
-
-
-def _by_case(requests: Sequence[Request]) -> dict[tuple[str, str], list[Request]]:
-    by_case: dict[tuple[str, str], list[Request]] = {}
-    for r in requests:
-        by_case.setdefault((r.case_id, r.judge), []).append(r)
-    return by_case
-
-
-def build_judgments(parsed: ParsedSpec, plan: Plan, judges: Sequence[Judge],
-                    sender: Sender) -> tuple[list[Judgment], list[Request]]:
-    """Score every case and judge; list the fallback requests needed for cases without logprobs."""
-    spec = parsed.spec
-    method, fb = spec.scoring.method, spec.scoring.fallback
-    by_case = _by_case(plan.requests)
-    completions = sender.completions(plan.requests)
-    errors = sender.errors(plan.requests, set(completions))
-    judgments: list[Judgment] = []
-    fallback: list[Request] = []
-    for case_id in plan.rendered:
-        for judge in judges:
-            reqs = by_case.get((case_id, judge.label), [])
-            comps = [completions.get(r.hash) for r in reqs]
-            if method == "logprobs" and fb != "none" and any(
-                    c is not None and missing_logprobs(r, c) for r, c in zip(reqs, comps)) \
-                    and all(c is not None for c in comps):
-                for prompt in plan.rendered[case_id]:
-                    fallback += method_requests(judge, prompt, fb, spec.scoring.samples, purpose="fallback")
-                judgments.append(Judgment.invalid(case_id, judge.label, method, "no logprobs (fallback pending)"))
-                continue
-            judgments.append(score_case(spec, method, judge.label, case_id, reqs, comps,
-                                        [errors.get(r.hash) for r in reqs]))
-    return judgments, fallback
-
-
-def apply_fallback(parsed: ParsedSpec, judgments: list[Judgment], requests: list[Request],
-                   sender: Sender) -> list[Judgment]:
-    """Replace the pending judgments by the fallback method's, marked with the method they replace."""
-    spec = parsed.spec
-    fb = spec.scoring.fallback
-    if fb == "none":
-        return judgments
-    completions = sender.completions(requests)
-    errors = sender.errors(requests, set(completions))
-    by_case = _by_case(requests)
-    out = []
-    for j in judgments:
-        reqs = by_case.get((j.case_id, j.judge))
-        if not reqs:
-            out.append(j)
-            continue
-        new = score_case(spec, fb, j.judge, j.case_id, reqs, [completions.get(r.hash) for r in reqs],
-                         [errors.get(r.hash) for r in reqs])
-        out.append(as_fallback(new, spec.scoring.method))
+        names = sorted(load_plugins().loaded)
+        found = []
+        for name in names:
+            try:
+                found.append(f"{name}={version(name)}")
+            except PackageNotFoundError:
+                found.append(name)
+        plugins = ",".join(found)
+    base = json.dumps([parsed.judging_fp, JUDGMENT_VERSION, [(j.label, j.model) for j in judges], plugins])
+    out = {}
+    for case in cases:
+        material = base + "\x00" + case.id + "\x00" + json.dumps(dict(case.fields), sort_keys=True,
+                                                                  ensure_ascii=False)
+        out[case.id] = hashlib.sha256(material.encode("utf-8")).hexdigest()
     return out
+
+
+def journal_path(db: Path, run_id: str) -> Path:
+    return db.with_name(db.name + ".journal") / f"{run_id}.jsonl"
+
+
+def _dry_run(parsed: ParsedSpec, cases: Sequence[Case], judges: tuple[Judge, ...], options: RunOptions) -> DryRun:
+    if needs_steps(parsed, options.regenerate_steps):
+        raise InputError(problems=[parsed.key_problem(
+            ("steps",), "the steps are not generated yet; a dry run sends nothing")])
+    plan = prepare_requests(parsed, cases, judges=judges)
+    if not options.db.exists():
+        return estimate(plan, unique(plan.requests), None)
+    with Store(options.db) as store:
+        answered = store.answered(r.hash for r in plan.requests)
+        pending = [r for r in unique(plan.requests) if r.hash not in answered]
+        return estimate(plan, pending, store.typical_output_tokens(parsed.judging_fp))
 
 
 def execute_run(parsed: ParsedSpec, options: RunOptions, on_progress: OnProgress | None = None,
@@ -235,33 +181,23 @@ def execute_run(parsed: ParsedSpec, options: RunOptions, on_progress: OnProgress
     dataset = read_cases(parsed)
     cases = select_cases(parsed, dataset.cases, options.split, options.limit)
     if options.dry_run:
-        if needs_steps(parsed, options.regenerate_steps):
-            raise InputError(problems=[parsed.key_problem(
-                ("steps",), "the steps are not generated yet; a dry run sends nothing")])
-        plan = prepare_requests(parsed, cases, judges=judges)
-        if not options.db.exists():
-            return estimate(plan, unique(plan.requests), None)
-        with Store(options.db) as store:
-            answered = store.answered(r.hash for r in plan.requests)
-            pending = [r for r in unique(plan.requests) if r.hash not in answered]
-            return estimate(plan, pending, store.typical_output_tokens(parsed.judging_fp))
+        return _dry_run(parsed, cases, judges, options)
+    steps_generated = needs_steps(parsed, options.regenerate_steps)
     with Store(options.db) as store:
         if store.recovered:
             say(f"recovered {store.recovered} response(s) from an interrupted run")
-        steps_generated = needs_steps(parsed, options.regenerate_steps)
         if steps_generated:
             routes = Routes(judges[:1], 1, options.replay, options.backoff)
             parsed = generate_steps(parsed, judges[0], store, routes, options.regenerate_steps, say)
-        result = _judge(parsed, store, dataset.sha256, cases, judges, options, on_progress, say)
-        return replace(result, steps_generated=steps_generated)
+    result = _judge(parsed, dataset.sha256, cases, judges, options, on_progress, say)
+    return replace(result, steps_generated=steps_generated)
 
 
-def _judge(parsed: ParsedSpec, store: Store, data_sha256: str, cases: list[Case], judges: tuple[Judge, ...],
+def _judge(parsed: ParsedSpec, data_sha256: str, cases: list[Case], judges: tuple[Judge, ...],
            options: RunOptions, on_progress: OnProgress | None, say: Say) -> RunResult:
-    """Plan, send, score and store: the run proper, once the steps exist."""
-    findings = precheck(parsed, cases)
-    plan = prepare_requests(parsed, cases, judges=judges, findings=findings)
+    """Reuse what is stored, stream the rest through the engine, and finish the run."""
     run_id = new_run_id()
+    keys = case_keys(parsed, cases, judges)
     info = RunInfo(run_id=run_id, kind="run", spec_name=parsed.name, spec_version=parsed.spec.version,
                    spec_ref=options.ref or parsed.name, spec_file=parsed.source.display,
                    judging_fp=parsed.judging_fp, analysis_fp=parsed.analysis_fp, resolved=parsed.resolved(),
@@ -271,32 +207,40 @@ def _judge(parsed: ParsedSpec, store: Store, data_sha256: str, cases: list[Case]
                    settings=RunSettings(cases=len(cases), model=options.model, split=options.split,
                                         limit=options.limit, concurrency=options.concurrency,
                                         replay=str(options.replay) if options.replay else None))
-    store.create_run(info, cases, plan.requests)
-    store.save_findings(run_id, findings)
-    sender = Sender(store, run_id, judges, options, logprobs_check(parsed.spec), on_progress)
+    journal = Journal(journal_path(options.db, run_id))  # locked first: the run counts as alive from here
+    with Store(options.db) as store:
+        store.create_run(info, cases, splits=assign_splits(parsed.spec, tuple(cases)), case_keys=keys)
+        reused = store.reuse_judgments(run_id, [j.label for j in judges], keys)
+        answers_exist = store.has_answers([j.model for j in judges])
+    progress = Progress(cases=len(cases), cases_done=len(reused))
+    routes = Routes(judges, options.concurrency, options.replay, options.backoff)
+    settings = Settings(concurrency=options.concurrency, retry_budget=options.retry_budget
+                        if options.retry_budget is not None else max(20, len(cases) - len(reused)))
+    gate = StoreGate(options.db)
+    engine = Engine(parsed, judges, run_id, gate, journal, routes, settings, keys, answers_exist,
+                    logprobs_check(parsed.spec), on_progress, say, progress)
     status: RunStatus = "failed"
     error = None
     try:
-        sender.send(plan.requests)
-        judgments, fallback_requests = build_judgments(parsed, plan, judges, sender)
-        if fallback_requests:
-            say(f"{len({r.case_id for r in fallback_requests})} case(s) had no logprobs: scoring them with "
-                f"fallback {parsed.spec.scoring.fallback}")
-            store.add_requests(run_id, fallback_requests, start=len(plan.requests))
-            sender.send(fallback_requests)
-            judgments = apply_fallback(parsed, judgments, fallback_requests, sender)
-        store.save_judgments(run_id, judgments)
+        engine.run([c for c in cases if c.id not in reused], routes)
         status = "completed"
+    except Interrupted as exc:
+        status, error = "interrupted", str(exc)
+        raise
     except BaseException as exc:
         error = str(exc) if isinstance(exc, GevalError) else f"{type(exc).__name__}: {exc}"
         raise
     finally:
-        store.finish_run(run_id, status, error)
-    return _result(run_id, parsed.name, len(cases), judgments, sender.progress, store)
+        gate.put(lambda s: s.finish_run(run_id, status, error))
+        gate.close()  # raises if responses could not be stored: the journal then stays for the next run
+        journal.discard()
+    with Store(options.db) as store:
+        return _result(run_id, parsed.name, len(cases), store.judgments(run_id), progress, store, len(reused),
+                       options.db)
 
 
 def _result(run_id: str, name: str, n_cases: int, judgments: list[Judgment], progress: Progress,
-            store: Store) -> RunResult:
+            store: Store, reused: int, db: Path) -> RunResult:
     usage = store.usage(run_id)
     valid = sum(1 for j in judgments if j.valid)
     reasons: dict[str, int] = {}
@@ -310,4 +254,5 @@ def _result(run_id: str, name: str, n_cases: int, judgments: list[Judgment], pro
         failed=progress.failed, retries=progress.retries, prompt_tokens=usage.prompt_tokens,
         completion_tokens=usage.completion_tokens, cost=usage.cost,
         methods=tuple(sorted({j.method for j in judgments})),
-        invalid_reasons=tuple(sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))))
+        invalid_reasons=tuple(sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))), reused=reused,
+        cached_tokens=usage.cached_tokens, db=str(db))

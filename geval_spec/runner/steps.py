@@ -16,12 +16,12 @@ from geval_spec.judge.clients.base import completion_of
 from geval_spec.judge.outputs import parse_steps
 from geval_spec.judge.requests import make_request
 from geval_spec.judge.types import Message, Rendered, Request
-from geval_spec.runner.execute import Progress, Routes, Settings, run_requests
+from geval_spec.runner.execute import Routes, Settings, send_all
 from geval_spec.spec.load import ParsedSpec, load_spec
 from geval_spec.spec.lock import write_lock
 from geval_spec.spec.sections import GenerateSteps, Judge
-from geval_spec.store.db import ResponseWriter, Store
-from geval_spec.store.records import new_run_id
+from geval_spec.store.db import Store
+from geval_spec.store.records import ResponseRecord, new_run_id
 
 STEPS_SYSTEM = ("You design evaluation procedures for an expert judge. Write the steps a careful evaluator follows "
                 "to judge one criterion, each step one imperative sentence, in the language of the task.")
@@ -57,13 +57,15 @@ def generate_steps(parsed: ParsedSpec, judge: Judge, store: Store, routes: Route
     if stored is None:
         say(f"generating evaluation steps with {judge.model}")
         run_id = new_run_id()
-        writer = ResponseWriter(store)
         journal = store.journal(run_id)
+
+        def sink(record: ResponseRecord) -> None:
+            store.write_responses([record])
+
         try:
-            outcomes = run_requests(routes, [request], run_id=run_id, journal=journal, writer=writer,
-                                    settings=Settings(concurrency=1, retry_budget=10), progress=Progress(total=1))
+            outcomes = send_all(routes, [request], run_id=run_id, journal=journal, sink=sink,
+                                settings=Settings(concurrency=1, retry_budget=10))
         finally:
-            writer.close()
             journal.discard()
         completion = outcomes[request.hash].completion
         if completion is None:

@@ -1,15 +1,19 @@
 """The results database: the only module that imports DuckDB.
 
 The store (``.geval/results.duckdb`` by default) holds runs, their cases,
-every request (by hash), every response (raw body, logprobs, usage, cost,
-latency, error), judgments, TCVA verdicts and language findings. Its schema
-is versioned in ``meta``.
+every request (by hash), every answer (the raw body as received, with usage,
+cost and latency), failed attempts, judgments, TCVA verdicts and language
+findings; :mod:`geval_spec.store.schema` has the tables and views.
+
+A :class:`Store` is a short session: DuckDB lets one process write a file at a
+time, so a run opens the store only to write a batch (its writer thread,
+:mod:`geval_spec.store.writer`) and closes it again, and ``report``, ``audit``,
+``compare``, a second run or a plain DuckDB reader get their turn in between.
+Opening waits while another process holds the file.
 
 Nothing paid for is lost on a crash: each response goes to the run's
-:class:`~geval_spec.store.journal.Journal` the moment it arrives, and a
-writer thread (:class:`ResponseWriter`) commits responses to DuckDB in small
-transactions. Opening the store replays any journal left by a killed run,
-then removes it.
+:class:`~geval_spec.store.journal.Journal` the moment it arrives. Opening the
+store replays the journals of runs whose process is gone, then removes them.
 """
 
 from __future__ import annotations
@@ -17,54 +21,21 @@ from __future__ import annotations
 import json
 import math
 import os
-import queue
-import threading
+import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from geval_spec.dataset.cases import Case
 from geval_spec.errors import Problem, RefError, StoreError
 from geval_spec.judge.types import Details, Judgment, Recorded, Request, Verdict
 from geval_spec.plugins import Finding
 from geval_spec.spec.load import ResolvedSpec
-from geval_spec.store.journal import Journal, read_journal
+from geval_spec.store.journal import Journal, abandoned, read_journal
 from geval_spec.store.records import ResponseRecord, RunInfo, RunJudge, RunKind, RunSettings, RunStatus, Usage, now
+from geval_spec.store.schema import SCHEMA_VERSION, create_or_migrate
 
-SCHEMA_VERSION = 1
-
-DDL = """
-CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR);
-CREATE TABLE IF NOT EXISTS runs (
-  run_id VARCHAR PRIMARY KEY, kind VARCHAR, spec_name VARCHAR, spec_version INTEGER, spec_ref VARCHAR,
-  spec_file VARCHAR, judging_fp VARCHAR, analysis_fp VARCHAR, spec_json VARCHAR, judges_json VARCHAR,
-  method VARCHAR, data_path VARCHAR, data_sha256 VARCHAR, tool_version VARCHAR, git_commit VARCHAR,
-  options_json VARCHAR, source_file VARCHAR, source_sha256 VARCHAR, started_at VARCHAR, ended_at VARCHAR,
-  status VARCHAR, error VARCHAR, pid INTEGER);
-CREATE TABLE IF NOT EXISTS run_cases (
-  run_id VARCHAR, case_id VARCHAR, position INTEGER, group_id VARCHAR, system_id VARCHAR, category VARCHAR,
-  human_json VARCHAR, PRIMARY KEY (run_id, case_id));
-CREATE TABLE IF NOT EXISTS requests (
-  request_hash VARCHAR PRIMARY KEY, model VARCHAR, body_json VARCHAR, sample INTEGER, n INTEGER,
-  created_at VARCHAR);
-CREATE TABLE IF NOT EXISTS run_requests (
-  run_id VARCHAR, request_hash VARCHAR, case_id VARCHAR, judge VARCHAR, purpose VARCHAR, sample INTEGER,
-  position INTEGER, PRIMARY KEY (run_id, request_hash, judge, purpose));
-CREATE TABLE IF NOT EXISTS responses (
-  request_hash VARCHAR, run_id VARCHAR, attempt INTEGER, ok BOOLEAN, status INTEGER, kind VARCHAR,
-  error VARCHAR, body_json VARCHAR, prompt_tokens INTEGER, completion_tokens INTEGER, cost DOUBLE,
-  latency_ms DOUBLE, received_at VARCHAR, PRIMARY KEY (request_hash, run_id, attempt));
-CREATE TABLE IF NOT EXISTS judgments (
-  run_id VARCHAR, case_id VARCHAR, judge VARCHAR, method VARCHAR, score DOUBLE, valid BOOLEAN,
-  reason VARCHAR, distribution_json VARCHAR, valid_mass DOUBLE, samples_json VARCHAR, spread DOUBLE,
-  details_json VARCHAR, PRIMARY KEY (run_id, case_id, judge));
-CREATE TABLE IF NOT EXISTS verdicts (
-  run_id VARCHAR, case_id VARCHAR, judge VARCHAR, idx INTEGER, statement VARCHAR, verdict VARCHAR,
-  reason VARCHAR, support VARCHAR, PRIMARY KEY (run_id, case_id, judge, idx));
-CREATE TABLE IF NOT EXISTS findings (
-  run_id VARCHAR, case_id VARCHAR, idx INTEGER, kind VARCHAR, message VARCHAR, start_pos INTEGER,
-  end_pos INTEGER, text VARCHAR, PRIMARY KEY (run_id, case_id, idx));
-"""
+DEFAULT_WAIT = 120.0  # seconds to wait for another process to let go of the file
 
 
 def _duckdb() -> Any:
@@ -87,24 +58,56 @@ _RUN_COLUMNS = ("run_id", "kind", "spec_name", "spec_version", "spec_ref", "spec
 _IN = "IN (SELECT unnest(?::VARCHAR[]))"
 
 
-class Store:
-    """One DuckDB results file, opened for reading and writing by this process."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = Path(path)
-        duckdb = _duckdb()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+def _connect(path: Path, wait: float, read_only: bool = False) -> Any:
+    """A connection to the file, waiting (with growing pauses) while another process holds it."""
+    duckdb = _duckdb()
+    deadline = time.monotonic() + wait
+    pause = 0.01
+    while True:
         try:
-            self.con = duckdb.connect(str(self.path))
+            return duckdb.connect(str(path), read_only=read_only)
         except duckdb.Error as exc:
             text = str(exc)
-            if "lock" in text.lower():
-                raise StoreError(f"the results database {self.path} is in use by another geval-spec process; "
-                                 "wait for it to finish") from None
-            raise StoreError(f"cannot open the results database {self.path}: {text.splitlines()[0]}") from None
+            if "lock" not in text.lower():
+                raise StoreError(f"cannot open the results database {path}: {text.splitlines()[0]}") from None
+            if time.monotonic() >= deadline:
+                raise StoreError(f"the results database {path} has been in use by another process for {wait:g} s; "
+                                 "try again when it is done") from None
+            time.sleep(pause)
+            pause = min(pause * 1.5, 0.25)
+
+
+class Store:
+    """A session with one DuckDB results file (keep it short: other processes wait meanwhile)."""
+
+    def __init__(self, path: Path, wait: float = DEFAULT_WAIT, recover: bool = True) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.con = _connect(self.path, wait)
         self._type_cache: dict[str, list[str]] = {}
-        self._migrate()
-        self.recovered = self._recover_journals()
+        try:
+            self._migrate()
+            self.recovered = self._recover_journals() if recover else 0
+        except BaseException:
+            self.con.close()
+            raise
+
+    @classmethod
+    def open_existing(cls, path: Path, wait: float = DEFAULT_WAIT) -> "Store":
+        """The results database at ``path``, which must exist already (analysis never creates one)."""
+        if not path.exists():
+            raise RefError(problems=[Problem(f"no results database at {path}",
+                                             hint="run or import judgments first: geval-spec run REF")])
+        return cls(path, wait)
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # -- bulk helpers ------------------------------------------------------------------
     def _types(self, table: str) -> list[str]:
@@ -123,30 +126,32 @@ class Store:
         verb = "INSERT OR IGNORE INTO" if ignore else "INSERT INTO"
         cursor.execute(f"{verb} {table} SELECT {select}", columns)
 
-    def _transaction(self, work: Any) -> None:
+    def transaction(self, work: Callable[[Any], None]) -> None:
         c = self.con.cursor()
         try:
             c.execute("BEGIN")
             work(c)
             c.execute("COMMIT")
+        except BaseException:
+            try:
+                c.execute("ROLLBACK")
+            except Exception:
+                pass
+            raise
         finally:
             c.close()
 
-    # -- schema --------------------------------------------------------------------
+    # -- schema and recovery -----------------------------------------------------------
     def _migrate(self) -> None:
         c = self.con
         c.execute("CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
         row = c.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        if row is not None and int(row[0]) > SCHEMA_VERSION:
-            raise StoreError(f"{self.path} was written by a newer geval-spec (schema {row[0]}, "
+        found = int(row[0]) if row is not None else None
+        if found is not None and found > SCHEMA_VERSION:
+            raise StoreError(f"{self.path} was written by a newer geval-spec (schema {found}, "
                              f"this one knows {SCHEMA_VERSION}); upgrade geval-spec")
-        c.execute("BEGIN")
-        for stmt in DDL.split(";"):
-            if stmt.strip():
-                c.execute(stmt)
-        if row is None:
-            c.execute("INSERT INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
-        c.execute("COMMIT")
+        if found != SCHEMA_VERSION:
+            create_or_migrate(c, found)
 
     @property
     def journal_dir(self) -> Path:
@@ -156,34 +161,26 @@ class Store:
         return Journal(self.journal_dir / f"{run_id}.jsonl")
 
     def _recover_journals(self) -> int:
+        """Replay the journals of runs whose process is gone; mark those runs interrupted."""
         recovered = 0
+        gone: set[str] = set()
         if self.journal_dir.is_dir():
             for path in sorted(self.journal_dir.glob("*.jsonl")):
-                recovered += self.write_responses(read_journal(path))
-                path.unlink()
-        self.con.execute("UPDATE runs SET status = 'interrupted' WHERE status = 'running' AND pid <> ?",
-                         [os.getpid()])
+                if abandoned(path):
+                    recovered += self.write_responses(read_journal(path))
+                    gone.add(path.stem)
+                    path.unlink(missing_ok=True)
+        running = [r[0] for r in self.con.execute("SELECT run_id FROM runs WHERE status = 'running' AND kind = 'run'")
+                   .fetchall()]
+        dead = [run_id for run_id in running
+                if run_id in gone or not (self.journal_dir / f"{run_id}.jsonl").exists()]
+        if dead:
+            self.con.execute(f"UPDATE runs SET status = 'interrupted' WHERE run_id {_IN}", [dead])
         return recovered
 
-    @classmethod
-    def open_existing(cls, path: Path) -> "Store":
-        """The results database at ``path``, which must exist already (analysis never creates one)."""
-        if not path.exists():
-            raise RefError(problems=[Problem(f"no results database at {path}",
-                                             hint="run or import judgments first: geval-spec run REF")])
-        return cls(path)
-
-    def close(self) -> None:
-        self.con.close()
-
-    def __enter__(self) -> "Store":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     # -- runs ----------------------------------------------------------------------
-    def create_run(self, info: RunInfo, cases: Sequence[Case], requests: Sequence[Request]) -> None:
+    def create_run(self, info: RunInfo, cases: Sequence[Case], requests: Sequence[Request] = (),
+                   splits: Mapping[str, str | None] | None = None, case_keys: Mapping[str, str] | None = None) -> None:
         def work(c: Any) -> None:
             c.execute(f"INSERT INTO runs ({', '.join(_RUN_COLUMNS)}, pid) VALUES ({', '.join('?' * 23)})", [
                 info.run_id, info.kind, info.spec_name, info.spec_version, info.spec_ref, info.spec_file,
@@ -192,11 +189,12 @@ class Store:
                 info.tool_version, info.git_commit, _dumps(info.settings.to_json()), info.source_file,
                 info.source_sha256, info.started_at or now(), info.ended_at, info.status, info.error, os.getpid()])
             self.insert(c, "run_cases", [
-                (info.run_id, case.id, i, case.group, case.system, case.category, _dumps(list(case.human)))
+                (info.run_id, case.id, i, case.group, case.system, case.category, _dumps(list(case.human)),
+                 (splits or {}).get(case.id), (case_keys or {}).get(case.id))
                 for i, case in enumerate(cases)])
             self._insert_requests(c, info.run_id, requests, 0)
 
-        self._transaction(work)
+        self.transaction(work)
 
     def _insert_requests(self, c: Any, run_id: str, requests: Sequence[Request], start: int) -> None:
         stamp = now()
@@ -213,15 +211,15 @@ class Store:
 
     def add_requests(self, run_id: str, requests: Sequence[Request], start: int = 0) -> None:
         if requests:
-            self._transaction(lambda c: self._insert_requests(c, run_id, requests, start))
+            self.transaction(lambda c: self._insert_requests(c, run_id, requests, start))
 
     def delete_run(self, run_id: str) -> None:
-        """Drop a run's own rows (responses are shared by hash and kept)."""
+        """Drop a run's own rows (answers are shared by hash and kept)."""
         def work(c: Any) -> None:
             for table in ("runs", "run_cases", "run_requests", "judgments", "verdicts", "findings"):
                 c.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id])
 
-        self._transaction(work)
+        self.transaction(work)
 
     def finish_run(self, run_id: str, status: RunStatus, error: str | None = None) -> None:
         self.con.execute("UPDATE runs SET status = ?, ended_at = ?, error = ? WHERE run_id = ?",
@@ -266,70 +264,69 @@ class Store:
 
     # -- requests and responses --------------------------------------------------------
     def answered(self, hashes: Iterable[str]) -> set[str]:
-        """Hashes that already have a successful response (never sent again)."""
+        """Hashes that already have an answer (never sent again)."""
         wanted = list(hashes)
         if not wanted:
             return set()
-        rows = self.con.execute(f"SELECT DISTINCT request_hash FROM responses WHERE ok AND request_hash {_IN}",
-                                [wanted]).fetchall()
+        rows = self.con.execute(f"SELECT request_hash FROM answers WHERE request_hash {_IN}", [wanted]).fetchall()
         return {r[0] for r in rows}
 
     def ok_responses(self, hashes: Iterable[str]) -> dict[str, Recorded]:
-        """Request hash -> its stored successful response (the first received wins)."""
+        """Request hash -> its stored answer."""
         wanted = list(hashes)
         if not wanted:
             return {}
-        rows = self.con.execute("SELECT request_hash, body_json, prompt_tokens, completion_tokens, cost, latency_ms "
-                                f"FROM responses WHERE ok AND request_hash {_IN} ORDER BY received_at",
+        rows = self.con.execute("SELECT request_hash, body_json, prompt_tokens, completion_tokens, cost, latency_ms, "
+                                f"cached_tokens, reasoning_tokens FROM answers WHERE request_hash {_IN}",
                                 [wanted]).fetchall()
-        out: dict[str, Recorded] = {}
-        for h, body, pt, ct, cost, lat in rows:
-            if h not in out:
-                out[h] = Recorded(request_hash=h, response=json.loads(body), prompt_tokens=pt,
-                                  completion_tokens=ct, cost=cost, latency_ms=lat)
-        return out
+        return {h: Recorded(request_hash=h, response=json.loads(body), prompt_tokens=pt, completion_tokens=ct,
+                            cost=cost, latency_ms=lat, cached_tokens=cached, reasoning_tokens=reasoning)
+                for h, body, pt, ct, cost, lat, cached, reasoning in rows}
 
     def last_errors(self, hashes: Iterable[str]) -> dict[str, str]:
         wanted = list(hashes)
         if not wanted:
             return {}
-        rows = self.con.execute(f"SELECT request_hash, error FROM responses WHERE NOT ok AND request_hash {_IN} "
+        rows = self.con.execute(f"SELECT request_hash, error FROM failures WHERE request_hash {_IN} "
                                 "ORDER BY received_at", [wanted]).fetchall()
         return {h: e for h, e in rows}
 
     def write_responses(self, records: Sequence[ResponseRecord], cursor: Any = None) -> int:
-        """Insert responses in one transaction; a second success for a hash is kept out."""
+        """Insert answers and failures in one transaction; the answers' key keeps a second answer out."""
         if not records:
             return 0
-        c = cursor or self.con.cursor()
-        c.execute("BEGIN")
-        ok_hashes = [r.request_hash for r in records if r.ok]
-        have: set[str] = set()
-        if ok_hashes:
-            have = {r[0] for r in c.execute(f"SELECT DISTINCT request_hash FROM responses WHERE ok AND "
-                                            f"request_hash {_IN}", [ok_hashes]).fetchall()}
-        rows = []
-        for r in records:
-            if r.ok:
-                if r.request_hash in have:
-                    continue
-                have.add(r.request_hash)
-            rows.append((r.request_hash, r.run_id, r.attempt, r.ok, r.status, r.kind, r.error, _dumps(r.body),
-                         r.prompt_tokens, r.completion_tokens, r.cost, r.latency_ms, r.received_at))
-        self.insert(c, "responses", rows, ignore=True)
-        c.execute("COMMIT")
+        answers = [(r.request_hash, r.run_id, r.attempt, r.body, r.prompt_tokens, r.completion_tokens,
+                    r.cached_tokens, r.reasoning_tokens, r.cost, r.latency_ms, r.received_at, r.batch)
+                   for r in records if r.ok]
+        failures = [(r.request_hash, r.run_id, r.attempt, r.status, r.kind, r.error, r.received_at)
+                    for r in records if not r.ok]
+
+        def work(c: Any) -> None:
+            self.insert(c, "answers", answers, ignore=True)
+            self.insert(c, "failures", failures, ignore=True)
+
         if cursor is None:
-            c.close()
-        return len(rows)
+            self.transaction(work)
+        else:
+            cursor.execute("BEGIN")
+            work(cursor)
+            cursor.execute("COMMIT")
+        return len(records)
+
+    def has_answers(self, models: Sequence[str]) -> bool:
+        """Whether any request to these models has an answer (if not, no request of a run can be cached)."""
+        row = self.con.execute("SELECT EXISTS (SELECT 1 FROM answers a JOIN requests q ON q.request_hash = "
+                               f"a.request_hash WHERE q.model {_IN})", [list(models)]).fetchone()
+        return bool(row[0])
 
     def usage(self, run_id: str) -> Usage:
-        row = self.con.execute(
-            "SELECT count(*) FILTER (WHERE ok), count(*) FILTER (WHERE NOT ok), sum(prompt_tokens), "
-            "sum(completion_tokens), sum(cost), count(cost) FILTER (WHERE ok) FROM responses WHERE run_id = ?",
-            [run_id]).fetchone()
-        received, failed, pt, ct, cost, priced = row
+        received, pt, ct, cost, priced, cached, reasoning = self.con.execute(
+            "SELECT count(*), sum(prompt_tokens), sum(completion_tokens), sum(cost), count(cost), "
+            "sum(cached_tokens), sum(reasoning_tokens) FROM answers WHERE run_id = ?", [run_id]).fetchone()
+        failed = self.con.execute("SELECT count(*) FROM failures WHERE run_id = ?", [run_id]).fetchone()[0]
         return Usage(received=received, failed_attempts=failed, prompt_tokens=pt or 0, completion_tokens=ct or 0,
-                     cost=(cost or 0.0) if priced == received else None)
+                     cost=(cost or 0.0) if priced == received else None, cached_tokens=cached or 0,
+                     reasoning_tokens=reasoning or 0)
 
     def export_responses(self, run_id: str) -> list[Recorded]:
         """Every answered request of a run, with the body that was sent, in the run's order."""
@@ -338,14 +335,7 @@ class Store:
             "JOIN requests q ON q.request_hash = rr.request_hash WHERE rr.run_id = ? "
             "GROUP BY rr.request_hash, q.body_json ORDER BY pos", [run_id]).fetchall()
         answers = self.ok_responses([r[0] for r in rows])
-        out = []
-        for h, body, _ in rows:
-            if h in answers:
-                a = answers[h]
-                out.append(Recorded(request_hash=h, response=a.response, prompt_tokens=a.prompt_tokens,
-                                    completion_tokens=a.completion_tokens, cost=a.cost, latency_ms=a.latency_ms,
-                                    request=json.loads(body)))
-        return out
+        return [replace(answers[h], request=json.loads(body)) for h, body, _ in rows if h in answers]
 
     def typical_output_tokens(self, judging_fp: str, runs: int = 5) -> float | None:
         """Mean completion tokens per choice in the newest runs of this judging fingerprint."""
@@ -353,29 +343,81 @@ class Store:
         if not ids:
             return None
         row = self.con.execute(
-            "SELECT avg(r.completion_tokens / greatest(q.n, 1)) FROM responses r JOIN requests q "
-            f"ON q.request_hash = r.request_hash WHERE r.ok AND r.run_id {_IN}", [ids]).fetchone()
+            "SELECT avg(a.completion_tokens / greatest(q.n, 1)) FROM answers a JOIN requests q "
+            f"ON q.request_hash = a.request_hash WHERE a.run_id {_IN}", [ids]).fetchone()
         return None if row is None or row[0] is None or math.isnan(row[0]) else float(row[0])
 
     # -- judgments ---------------------------------------------------------------------
-    def save_judgments(self, run_id: str, judgments: Sequence[Judgment]) -> None:
+    def _judgment_rows(self, run_id: str, judgments: Sequence[Judgment], case_keys: Mapping[str, str] | None
+                       ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
         rows, vrows = [], []
+        keys = case_keys or {}
         for j in judgments:
             dist = None if j.distribution is None else {str(k): v for k, v in j.distribution.items()}
             details = j.details if j.verdicts is None else replace(j.details, statements=len(j.verdicts))
             rows.append((run_id, j.case_id, j.judge, j.method, j.score, j.valid, j.reason, _dumps(dist), j.valid_mass,
                          _dumps(None if j.samples is None else list(j.samples)), j.spread,
-                         _dumps(details.to_json())))
+                         _dumps(details.to_json()), keys.get(j.case_id)))
             for i, v in enumerate(j.verdicts or ()):
                 vrows.append((run_id, j.case_id, j.judge, i, v.statement, v.verdict, v.reason, v.support))
+        return rows, vrows
+
+    def save_judgments(self, run_id: str, judgments: Sequence[Judgment],
+                       case_keys: Mapping[str, str] | None = None, replace_all: bool = True) -> None:
+        """Store judgments (all of the run's, replacing any before, unless ``replace_all`` is False)."""
+        rows, vrows = self._judgment_rows(run_id, judgments, case_keys)
 
         def work(c: Any) -> None:
-            c.execute("DELETE FROM judgments WHERE run_id = ?", [run_id])
-            c.execute("DELETE FROM verdicts WHERE run_id = ?", [run_id])
-            self.insert(c, "judgments", rows)
-            self.insert(c, "verdicts", vrows)
+            if replace_all:
+                c.execute("DELETE FROM judgments WHERE run_id = ?", [run_id])
+                c.execute("DELETE FROM verdicts WHERE run_id = ?", [run_id])
+            self.insert(c, "judgments", rows, ignore=not replace_all)
+            self.insert(c, "verdicts", vrows, ignore=not replace_all)
 
-        self._transaction(work)
+        self.transaction(work)
+
+    def reuse_judgments(self, run_id: str, judges: Sequence[str], case_keys: Mapping[str, str]) -> set[str]:
+        """Copy into ``run_id`` the newest stored judgments with the same case keys and judges; the cases copied.
+
+        A case key covers everything a case's judgment depends on, its id included (see
+        :func:`geval_spec.runner.run.case_keys`), so a rerun of an unchanged spec neither sends nor parses
+        anything for these cases: its judgments, verdicts and findings are copied inside DuckDB.
+        """
+        if not case_keys:
+            return set()
+        rows = self.con.execute(
+            "SELECT case_key, judge, run_id FROM (SELECT j.case_key, j.judge, j.run_id, row_number() OVER "
+            "(PARTITION BY j.case_key, j.judge ORDER BY r.started_at DESC, j.run_id DESC) AS k FROM judgments j "
+            f"JOIN runs r ON r.run_id = j.run_id WHERE j.case_key {_IN} AND r.status = 'completed' AND j.run_id <> ? "
+            f"AND j.judge {_IN}) WHERE k = 1", [list(case_keys.values()), run_id, list(judges)]).fetchall()
+        have: dict[str, set[str]] = {}
+        for key, judge, _ in rows:
+            have.setdefault(key, set()).add(judge)
+        chosen = [(key, judge, src) for key, judge, src in rows if have[key] >= set(judges)]
+        if not chosen:
+            return set()
+        keys, names, sources = ([row[i] for row in chosen] for i in range(3))
+        pick = ("(SELECT unnest(?::VARCHAR[]) AS case_key, unnest(?::VARCHAR[]) AS judge, "
+                "unnest(?::VARCHAR[]) AS src) p")
+        args = [run_id, keys, names, sources]
+
+        def work(c: Any) -> None:
+            c.execute(f"INSERT OR IGNORE INTO judgments SELECT ?, j.case_id, j.judge, j.method, j.score, j.valid, "
+                      f"j.reason, j.distribution_json, j.valid_mass, j.samples_json, j.spread, j.details_json, "
+                      f"j.case_key FROM {pick} JOIN judgments j ON j.run_id = p.src AND j.case_key = p.case_key "
+                      "AND j.judge = p.judge", args)
+            c.execute(f"INSERT OR IGNORE INTO verdicts SELECT ?, v.case_id, v.judge, v.idx, v.statement, v.verdict, "
+                      f"v.reason, v.support FROM {pick} JOIN judgments j ON j.run_id = p.src "
+                      "AND j.case_key = p.case_key AND j.judge = p.judge JOIN verdicts v ON v.run_id = j.run_id "
+                      "AND v.case_id = j.case_id AND v.judge = j.judge", args)
+            c.execute(f"INSERT OR IGNORE INTO findings SELECT DISTINCT ?, f.case_id, f.idx, f.kind, f.message, "
+                      f"f.start_pos, f.end_pos, f.text FROM {pick} JOIN run_cases rc ON rc.run_id = p.src "
+                      "AND rc.case_key = p.case_key JOIN findings f ON f.run_id = rc.run_id AND f.case_id = rc.case_id",
+                      args)
+
+        self.transaction(work)
+        by_key = {v: k for k, v in case_keys.items()}
+        return {by_key[k] for k in keys}
 
     def judgments(self, run_id: str) -> list[Judgment]:
         vmap: dict[tuple[str, str], list[Verdict]] = {}
@@ -400,17 +442,18 @@ class Store:
                 details=details))
         return out
 
-    def save_findings(self, run_id: str, findings: dict[str, tuple[Finding, ...]]) -> None:
+    def save_findings(self, run_id: str, findings: Mapping[str, Sequence[Finding]], replace_all: bool = True) -> None:
         rows = [(run_id, case_id, i, f.kind, f.message, f.start, f.end, f.text)
                 for case_id, items in findings.items() for i, f in enumerate(items)]
-        if not rows:
+        if not rows and not replace_all:
             return
 
         def work(c: Any) -> None:
-            c.execute("DELETE FROM findings WHERE run_id = ?", [run_id])
-            self.insert(c, "findings", rows)
+            if replace_all:
+                c.execute("DELETE FROM findings WHERE run_id = ?", [run_id])
+            self.insert(c, "findings", rows, ignore=not replace_all)
 
-        self._transaction(work)
+        self.transaction(work)
 
     def findings(self, run_id: str) -> dict[str, tuple[Finding, ...]]:
         out: dict[str, list[Finding]] = {}
@@ -419,61 +462,3 @@ class Store:
                 "ORDER BY case_id, idx", [run_id]).fetchall():
             out.setdefault(case_id, []).append(Finding(kind, message, start, end, text))
         return {k: tuple(v) for k, v in out.items()}
-
-
-class ResponseWriter:
-    """Commits responses from a queue in a background thread (group commit).
-
-    Under load, everything waiting in the queue goes into one transaction;
-    when idle, each response is committed as it arrives.
-    """
-
-    def __init__(self, store: Store, max_batch: int = 500) -> None:
-        self.store = store
-        self.max_batch = max_batch
-        self._queue: queue.Queue[ResponseRecord | None] = queue.Queue()
-        self._error: BaseException | None = None
-        self._cursor = store.con.cursor()
-        self._thread = threading.Thread(target=self._loop, name="geval-writer", daemon=True)
-        self._thread.start()
-
-    def put(self, record: ResponseRecord) -> None:
-        if self._error is not None:
-            raise StoreError(f"cannot store responses: {self._error}")
-        self._queue.put(record)
-
-    def _loop(self) -> None:
-        stop = False
-        while not stop:
-            item = self._queue.get()
-            batch: list[ResponseRecord] = []
-            if item is None:
-                stop = True
-            else:
-                batch.append(item)
-            while len(batch) < self.max_batch:
-                try:
-                    item = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if item is None:
-                    stop = True
-                    break
-                batch.append(item)
-            if batch:
-                try:
-                    self.store.write_responses(batch, cursor=self._cursor)
-                except BaseException as exc:  # surfaced to the run on the next put/close
-                    self._error = exc
-                    try:
-                        self._cursor.execute("ROLLBACK")
-                    except Exception:
-                        pass
-
-    def close(self) -> None:
-        if self._thread.is_alive():
-            self._queue.put(None)
-            self._thread.join()
-            self._cursor.close()
-        if self._error is not None:
-            raise StoreError(f"cannot store responses: {self._error}")

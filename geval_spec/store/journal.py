@@ -1,11 +1,15 @@
 """The run's journal: every received response appended the moment it arrives, so a killed run loses nothing.
 
-One ``write`` per response to ``<db>.journal/<run>.jsonl``; the store replays
-journals left by killed runs when it is opened, then removes them.
+One ``write`` per response to ``<db>.journal/<run>.jsonl``. The run holds an
+exclusive ``flock`` on its journal while it is alive, so another process can
+tell a live run's journal (leave it alone) from a killed run's (replay it
+into the store, then remove it). The lock goes with the process: a killed
+run's journal is free at once.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 from pathlib import Path
 
@@ -19,16 +23,37 @@ class Journal:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._fd: int | None = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
 
     def write(self, record: ResponseRecord) -> None:
         if self._fd is not None:
             os.write(self._fd, (record.to_json() + "\n").encode("utf-8"))
 
-    def discard(self) -> None:
+    def close(self) -> None:
+        """Stop writing; the file stays (its records are merged into the store by whoever opens it next)."""
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+    def discard(self) -> None:
+        """Remove the journal: everything in it is in the store."""
         self.path.unlink(missing_ok=True)
+        self.close()
+
+
+def abandoned(path: Path) -> bool:
+    """True when no live process holds the journal (its run was killed or has ended)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return True
 
 
 def read_journal(path: Path) -> list[ResponseRecord]:

@@ -12,7 +12,6 @@ from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timezone
 from typing import Any, Literal
 
-from geval_spec.judge.types import JsonObject
 from geval_spec.spec.load import ResolvedSpec
 from geval_spec.spec.sections import Judge
 
@@ -106,7 +105,7 @@ class RunInfo:
 
 @dataclass(frozen=True)
 class ResponseRecord:
-    """One attempt's outcome: a received body (ok) or a failure with its reason."""
+    """One attempt's outcome: a received body (ok), kept as the text it arrived as, or a failure with its reason."""
 
     request_hash: str
     run_id: str
@@ -115,19 +114,26 @@ class ResponseRecord:
     status: int | None
     kind: str | None
     error: str | None
-    body: JsonObject | None
+    body: str | None  # the response body exactly as received (JSON text)
     prompt_tokens: int | None
     completion_tokens: int | None
     cost: float | None
     latency_ms: float | None
     received_at: str = field(default_factory=now)
+    cached_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    batch: bool = False  # received through a provider's batch API
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), ensure_ascii=False)
 
     @classmethod
     def from_json(cls, line: str) -> "ResponseRecord":
-        return cls(**json.loads(line))
+        data = json.loads(line)
+        if isinstance(data.get("body"), dict):  # journals written before bodies were kept as received
+            data["body"] = json.dumps(data["body"], ensure_ascii=False)
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
 
 
 @dataclass(frozen=True)
@@ -139,3 +145,5 @@ class Usage:
     prompt_tokens: int
     completion_tokens: int
     cost: float | None  # None when a received response has no price
+    cached_tokens: int = 0
+    reasoning_tokens: int = 0

@@ -7,9 +7,9 @@ for a failed attempt; the runner decides whether to retry.
 
 from __future__ import annotations
 
-from typing import Mapping, Protocol
+from typing import Any, Mapping, Protocol
 
-from geval_spec.judge.types import Choice, Completion, JsonObject, Recorded, TokenLogprob
+from geval_spec.judge.types import Choice, Completion, JsonObject, Logprobs, Recorded
 
 
 class TransportError(Exception):
@@ -68,8 +68,33 @@ def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
         return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
 
 
-def completion_from_openai(data: JsonObject, model: str, latency_ms: float) -> Completion:
-    """Parse an OpenAI chat.completion JSON body; raise TransportError(malformed) if it is not one."""
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def usage_of(data: JsonObject) -> tuple[int | None, int | None, int | None, int | None]:
+    """(prompt, completion, cached prompt, reasoning) tokens of a response body, None where it does not say.
+
+    Cached tokens are read from OpenAI's ``prompt_tokens_details.cached_tokens`` and Anthropic's
+    ``cache_read_input_tokens``; reasoning tokens from ``completion_tokens_details.reasoning_tokens``.
+    """
+    usage = data.get("usage")
+    if not isinstance(usage, dict):
+        return None, None, None, None
+    prompt_details = usage.get("prompt_tokens_details")
+    completion_details = usage.get("completion_tokens_details")
+    cached = _count(prompt_details.get("cached_tokens")) if isinstance(prompt_details, dict) else None
+    if cached is None:
+        cached = _count(usage.get("cache_read_input_tokens"))
+    reasoning = _count(completion_details.get("reasoning_tokens")) if isinstance(completion_details, dict) else None
+    return _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens")), cached, reasoning
+
+
+def completion_from_openai(data: JsonObject, model: str, latency_ms: float, raw_text: str = "") -> Completion:
+    """Parse an OpenAI chat.completion JSON body; raise TransportError(malformed) if it is not one.
+
+    Token logprobs are kept as the body has them and read only where they are needed (:class:`Logprobs`).
+    """
     from geval_spec.judge import costs
 
     if not isinstance(data, dict) or not isinstance(data.get("choices"), list) or not data["choices"]:
@@ -81,18 +106,13 @@ def completion_from_openai(data: JsonObject, model: str, latency_ms: float) -> C
         message = ch.get("message") or {}
         text = message.get("content") if isinstance(message, dict) else None
         lp = ch.get("logprobs")
-        tokens = None
-        if isinstance(lp, dict) and isinstance(lp.get("content"), list):
-            tokens = tuple(
-                TokenLogprob(token=str(t.get("token", "")), logprob=float(t.get("logprob", float("-inf"))),
-                             top=tuple((str(x.get("token", "")), float(x.get("logprob", float("-inf"))))
-                                       for x in (t.get("top_logprobs") or [])))
-                for t in lp["content"] if isinstance(t, dict))
-        choices.append(Choice(text=text, logprobs=tokens, finish_reason=ch.get("finish_reason")))
-    usage = data.get("usage") or {}
-    pt, ct = usage.get("prompt_tokens"), usage.get("completion_tokens")
+        tokens = Logprobs(lp["content"]) if isinstance(lp, dict) and isinstance(lp.get("content"), list) else None
+        choices.append(Choice(text=text if isinstance(text, str) else None, logprobs=tokens,
+                              finish_reason=ch.get("finish_reason")))
+    pt, ct, cached, reasoning = usage_of(data)
     return Completion(choices=tuple(choices), prompt_tokens=pt, completion_tokens=ct,
-                      cost=costs.cost(model, pt, ct), latency_ms=latency_ms, raw=data)
+                      cost=costs.cost(model, pt, ct, cached), latency_ms=latency_ms, raw=data, raw_text=raw_text,
+                      cached_tokens=cached, reasoning_tokens=reasoning)
 
 
 def completion_of(recorded: Recorded, model: str) -> Completion:
@@ -100,4 +120,5 @@ def completion_of(recorded: Recorded, model: str) -> Completion:
     c = completion_from_openai(recorded.response, model, recorded.latency_ms or 0.0)
     return Completion(choices=c.choices, prompt_tokens=recorded.prompt_tokens,
                       completion_tokens=recorded.completion_tokens, cost=recorded.cost,
-                      latency_ms=recorded.latency_ms or 0.0, raw=recorded.response)
+                      latency_ms=recorded.latency_ms or 0.0, raw=recorded.response,
+                      cached_tokens=recorded.cached_tokens, reasoning_tokens=recorded.reasoning_tokens)

@@ -1,0 +1,261 @@
+"""The streaming part of a run: plan cases in chunks, send what is not answered yet, score each case as it completes.
+
+Memory stays flat: the planner renders a chunk of cases at a time, the
+executor's queue holds a bounded window of requests, and a case's prompts,
+completions and judgment leave memory once its judgment is handed to the
+store's gate. Identical requests (the same hash) are sent once and answer
+every case that needs them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from dataclasses import dataclass, field
+from typing import AsyncIterator, Callable, Mapping, Sequence
+
+from geval_spec.dataset.cases import Case
+from geval_spec.errors import EXIT_INTERRUPTED, GevalError, JudgeError
+from geval_spec.judge.clients.base import completion_of
+from geval_spec.judge.precheck import precheck
+from geval_spec.judge.requests import method_requests, prepare_requests
+from geval_spec.judge.scoring import as_fallback, missing_logprobs, score_case
+from geval_spec.judge.types import Completion, Judgment, Message, Rendered, Request
+from geval_spec.runner.execute import Check, Executor, Outcome, Progress, Routes, Settings
+from geval_spec.spec.load import ParsedSpec
+from geval_spec.spec.sections import Judge
+from geval_spec.store.db import Store
+from geval_spec.store.gate import StoreGate
+from geval_spec.store.journal import Journal
+from geval_spec.store.records import ResponseRecord
+
+CHUNK = 2000  # cases planned at a time
+JUDGMENT_BATCH = 200  # judgments handed to the gate at a time
+GRACE = 3.0  # seconds in-flight requests get after the first Ctrl-C
+OUTAGE_SHARE = 0.5  # more than this share of cases failing in transport is an outage, not a quality result
+
+
+class Interrupted(GevalError):
+    """The run was stopped with Ctrl-C; what was received is stored and the next run resumes."""
+
+    exit_code = EXIT_INTERRUPTED
+
+
+@dataclass
+class _Group:
+    """One case's requests to one judge, waiting for their answers."""
+
+    case_id: str
+    judge: str
+    requests: list[Request]
+    fallback: bool = False  # the requests of scoring.fallback, for a case without logprobs
+    completions: dict[str, Completion] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+    transport_failed: bool = False
+
+    @property
+    def complete(self) -> bool:
+        return all(r.hash in self.completions or r.hash in self.errors for r in self.requests)
+
+
+@dataclass
+class Tally:
+    """What happened to the run's cases, for the outage rule and the summary."""
+
+    judged: int = 0
+    transport_failed: int = 0
+    answered: int = 0
+    failures: dict[str, int] = field(default_factory=dict)  # why cases got no answer, by reason
+
+    def add(self, transport_failed: bool, reason: str | None) -> None:
+        self.judged += 1
+        if transport_failed:
+            self.transport_failed += 1
+            key = (reason or "no response").removeprefix("request failed: ").split(" (after")[0][:120]
+            self.failures[key] = self.failures.get(key, 0) + 1
+        else:
+            self.answered += 1
+
+
+class Engine:
+    """Sends one run's requests and turns completed cases into stored judgments."""
+
+    def __init__(self, parsed: ParsedSpec, judges: Sequence[Judge], run_id: str, gate: StoreGate,
+                 journal: Journal, routes: Routes, settings: Settings, case_keys: Mapping[str, str],
+                 reuse_answers: bool, check: Check | None, on_progress: Callable[[Progress], None] | None,
+                 say: Callable[[str], None], progress: Progress) -> None:
+        self.parsed = parsed
+        self.judges = judges
+        self.run_id = run_id
+        self.gate = gate
+        self.case_keys = case_keys
+        self.reuse_answers = reuse_answers
+        self.say = say
+        self.progress = progress
+        self.executor = Executor(routes, run_id, journal, self._sink, settings, progress, on_progress, check)
+        self.waiting: dict[str, list[_Group]] = {}  # request hash -> groups that need it
+        self.sent: set[str] = set()
+        self.position = 0
+        self.judgments: list[Judgment] = []
+        self.fallback: list[Request] = []
+        self.tally = Tally()
+
+    # -- the store -----------------------------------------------------------------------
+    def _sink(self, record: ResponseRecord) -> None:
+        self.gate.add_response(record)
+
+    def _flush_judgments(self) -> None:
+        batch, self.judgments = self.judgments, []
+        if batch:
+            keys = {j.case_id: self.case_keys[j.case_id] for j in batch if j.case_id in self.case_keys}
+            self.gate.add_judgments(self.run_id, batch, keys)
+
+    # -- planning ---------------------------------------------------------------------------
+    def _plan(self, chunk: Sequence[Case]) -> list[Request]:
+        """Render a chunk of cases; register their requests; return those still to send."""
+        findings = precheck(self.parsed, chunk)
+        plan = prepare_requests(self.parsed, chunk, judges=tuple(self.judges), findings=findings)
+        requests = list(plan.requests)
+        start = self.position
+        self.position += len(requests)
+        def persist(store: Store) -> None:
+            store.add_requests(self.run_id, requests, start)
+            store.save_findings(self.run_id, findings, replace_all=False)
+
+        self.gate.call(persist)  # the cases' requests are stored before their answers can arrive
+        groups: dict[tuple[str, str], _Group] = {}
+        for r in requests:
+            group = groups.setdefault((r.case_id, r.judge), _Group(r.case_id, r.judge, []))
+            group.requests.append(r)
+        for group in groups.values():
+            for h in {r.hash for r in group.requests}:
+                self.waiting.setdefault(h, []).append(group)
+        fresh = {r.hash: r for r in requests if r.hash not in self.sent}
+        self.progress.total += len(fresh)
+        if self.reuse_answers and fresh:
+            stored = self.gate.call(lambda store: store.ok_responses(list(fresh)))
+            for h, recorded in stored.items():
+                self.progress.cached += 1
+                self.sent.add(h)
+                self._resolve(h, completion=completion_of(recorded, fresh[h].model))
+        out = [r for h, r in fresh.items() if h not in self.sent]
+        self.sent.update(r.hash for r in out)
+        return out
+
+    async def _feed(self, cases: Sequence[Case]) -> AsyncIterator[Request]:
+        for i in range(0, len(cases), CHUNK):
+            for request in self._plan(cases[i:i + CHUNK]):
+                yield request
+
+    async def _feed_list(self, requests: Sequence[Request]) -> AsyncIterator[Request]:
+        for request in requests:
+            yield request
+
+    # -- outcomes and scoring ---------------------------------------------------------------------
+    def _resolve(self, h: str, completion: Completion | None = None, error: str | None = None,
+                 transport_failure: bool = False) -> None:
+        for group in self.waiting.pop(h, []):
+            if completion is not None:
+                group.completions[h] = completion
+            else:
+                group.errors[h] = error or "no response"
+                group.transport_failed = group.transport_failed or transport_failure
+            if group.complete:
+                self._score(group)
+
+    def _on_outcome(self, outcome: Outcome) -> None:
+        self._resolve(outcome.request.hash, outcome.completion, outcome.error, outcome.transport_failure)
+
+    def _score(self, group: _Group) -> None:
+        spec = self.parsed.spec
+        method, fb = spec.scoring.method, spec.scoring.fallback
+        comps = [group.completions.get(r.hash) for r in group.requests]
+        if group.fallback and fb != "none":
+            judgment = as_fallback(score_case(spec, fb, group.judge, group.case_id, group.requests, comps,
+                                              [group.errors.get(r.hash) for r in group.requests]), method)
+            self._judged(judgment, group.transport_failed and not group.completions)
+            return
+        if method == "logprobs" and fb != "none" and all(c is not None for c in comps) and any(
+                c is not None and missing_logprobs(r, c) for r, c in zip(group.requests, comps)):
+            judge = next(j for j in self.judges if j.label == group.judge)
+            for r in group.requests:
+                rendered = Rendered(r.case_id, tuple(Message(m["role"], m["content"]) for m in r.messages))
+                self.fallback += method_requests(judge, rendered, fb, spec.scoring.samples, purpose="fallback")
+            return
+        judgment = score_case(spec, method, group.judge, group.case_id, group.requests, comps,
+                              [group.errors.get(r.hash) for r in group.requests])
+        self._judged(judgment, group.transport_failed and not group.completions)
+
+    def _judged(self, judgment: Judgment, transport_failed: bool) -> None:
+        self.tally.add(transport_failed, judgment.reason)
+        self.progress.cases_done += 1
+        self.judgments.append(judgment)
+        if len(self.judgments) >= JUDGMENT_BATCH:
+            self._flush_judgments()
+
+    # -- the run ---------------------------------------------------------------------------------
+    async def _stream(self, feed: AsyncIterator[Request]) -> None:
+        loop = asyncio.get_running_loop()
+
+        def interrupt() -> None:
+            if self.executor.stopping:
+                self.executor.abandon()
+                return
+            in_flight = self.executor.stop_sending()
+            self.say(f"stopping: {in_flight} in flight, press Ctrl-C again to abandon them")
+            loop.call_later(GRACE, self.executor.abandon)
+
+        try:
+            loop.add_signal_handler(signal.SIGINT, interrupt)
+            handled = True
+        except (RuntimeError, ValueError, NotImplementedError):  # not the main thread: Ctrl-C stays Python's
+            handled = False
+        try:
+            await self.executor.stream(feed, self._on_outcome)
+        finally:
+            if handled:
+                loop.remove_signal_handler(signal.SIGINT)
+
+    def run(self, cases: Sequence[Case], routes: Routes) -> None:
+        """Judge ``cases``; raise :class:`Interrupted` after Ctrl-C and a JudgeError on an outage."""
+        async def main() -> None:
+            try:
+                await self._stream(self._feed(cases))
+                if self.fallback and not self.executor.stopping:
+                    self._send_fallback()
+                    await self._stream(self._feed_list(self.fallback))
+            finally:
+                await routes.close()
+
+        try:
+            asyncio.run(main())
+        finally:
+            self._flush_judgments()
+        if self.executor.stopping:
+            raise Interrupted(f"interrupted: {self.progress.cases_done} of {self.progress.cases} cases judged; "
+                              "what was received is stored, run the same command again to go on")
+        self._check_outage()
+
+    def _send_fallback(self) -> None:
+        spec = self.parsed.spec
+        self.say(f"{len({r.case_id for r in self.fallback})} case(s) had no logprobs: scoring them with "
+                 f"fallback {spec.scoring.fallback}")
+        requests, start = list(self.fallback), self.position
+        self.position += len(requests)
+        self.gate.put(lambda store: store.add_requests(self.run_id, requests, start))
+        groups: dict[tuple[str, str], _Group] = {}
+        for r in requests:
+            groups.setdefault((r.case_id, r.judge), _Group(r.case_id, r.judge, [], fallback=True)).requests.append(r)
+        for group in groups.values():
+            for h in {r.hash for r in group.requests}:
+                self.waiting.setdefault(h, []).append(group)
+        self.progress.total += len({r.hash for r in requests})
+
+    def _check_outage(self) -> None:
+        t = self.tally
+        if t.transport_failed and (t.answered == 0 or t.transport_failed > OUTAGE_SHARE * t.judged):
+            kinds = ", ".join(f"{reason} x{count}" for reason, count in
+                              sorted(t.failures.items(), key=lambda kv: (-kv[1], kv[0]))[:3])
+            raise JudgeError(f"the judge could not be used: {t.transport_failed} of {t.judged} cases got no answer "
+                             f"after their retries ({kinds}); an outage is not a quality result. What was received "
+                             "is stored; fix the judge or its credentials and run the same command again")

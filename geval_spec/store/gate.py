@@ -1,0 +1,142 @@
+"""One thread that does all of a run's store work, in short sessions, so other processes get their turn.
+
+A run hands the gate operations (write these responses, these judgments;
+look up these answers). The gate's thread runs them in order, each batch in
+one :class:`~geval_spec.store.db.Store` session, and closes the file between
+batches: at most about one session per ``interval`` seconds, sooner when
+someone waits for an answer. Meanwhile ``report``, a second run or a plain
+DuckDB reader can open the file. Responses are in the run's journal before
+they reach the gate, so a kill loses nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any, Callable, TypeVar
+
+from geval_spec.errors import StoreError
+from geval_spec.judge.types import Judgment
+from geval_spec.store.db import Store
+from geval_spec.store.records import ResponseRecord
+
+T = TypeVar("T")
+Operation = Callable[[Store], Any]
+
+INTERVAL = 1.0  # seconds between sessions while a run only writes
+MAX_BATCH = 5000  # operations per session
+
+
+class StoreGate:
+    """Runs store operations for one process in batched short sessions (see the module docstring)."""
+
+    def __init__(self, path: Path, interval: float = INTERVAL) -> None:
+        self.path = path
+        self.interval = interval
+        self._ops: deque[tuple[Operation, Future[Any] | None]] = deque()
+        self._responses: list[ResponseRecord] = []
+        self._judgments: dict[str, tuple[list[Judgment], dict[str, str]]] = {}  # run id -> judgments, case keys
+        self._cond = threading.Condition()
+        self._urgent = False
+        self._closing = False
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._loop, name="geval-store", daemon=True)
+        self._thread.start()
+
+    def add_response(self, record: ResponseRecord) -> None:
+        """Queue one response; all queued responses go into one insert in the next session."""
+        self._raise_if_failed()
+        with self._cond:
+            self._responses.append(record)
+            self._cond.notify()
+
+    def add_judgments(self, run_id: str, judgments: list[Judgment], case_keys: dict[str, str]) -> None:
+        """Queue judgments of a run (appended to what it has), with the cases' reuse keys."""
+        self._raise_if_failed()
+        with self._cond:
+            queued, keys = self._judgments.setdefault(run_id, ([], {}))
+            queued.extend(judgments)
+            keys.update(case_keys)
+            self._cond.notify()
+
+    def put(self, op: Operation) -> None:
+        """Queue a write; it is done in the next session."""
+        self._raise_if_failed()
+        with self._cond:
+            self._ops.append((op, None))
+            self._cond.notify()
+
+    def call(self, op: Callable[[Store], T]) -> T:
+        """Run ``op`` in a session as soon as possible (after what is queued) and return its result."""
+        self._raise_if_failed()
+        future: Future[Any] = Future()
+        with self._cond:
+            self._ops.append((op, future))
+            self._urgent = True
+            self._cond.notify()
+        result: T = future.result()
+        return result
+
+    def flush(self) -> None:
+        """Wait until everything queued so far is written."""
+        self.call(lambda store: None)
+
+    def close(self) -> None:
+        """Write what is queued, stop the thread; raise if a write failed."""
+        with self._cond:
+            self._closing = True
+            self._urgent = True
+            self._cond.notify()
+        self._thread.join()
+        self._raise_if_failed()
+
+    def _raise_if_failed(self) -> None:
+        if self._error is not None:
+            raise StoreError(f"cannot write to the results database: {self._error}")
+
+    def _loop(self) -> None:
+        last = 0.0
+        while True:
+            with self._cond:
+                while not self._pending() and not self._closing:
+                    self._cond.wait()
+                if not self._pending() and self._closing:
+                    return
+                wait = self.interval - (time.monotonic() - last)
+                if wait > 0 and not self._urgent and not self._closing:
+                    self._cond.wait(timeout=wait)
+                batch = [self._ops.popleft() for _ in range(min(len(self._ops), MAX_BATCH))]
+                responses, self._responses = self._responses, []
+                judgments, self._judgments = self._judgments, {}
+                self._urgent = False
+            last = time.monotonic()
+            self._run(responses, judgments, batch)
+
+    def _pending(self) -> bool:
+        return bool(self._ops or self._responses or self._judgments)
+
+    def _run(self, responses: list[ResponseRecord], judgments: dict[str, tuple[list[Judgment], dict[str, str]]],
+             batch: list[tuple[Operation, Future[Any] | None]]) -> None:
+        try:
+            with Store(self.path, recover=False) as store:
+                store.write_responses(responses)
+                for op, future in batch:
+                    try:
+                        result = op(store)
+                    except BaseException as exc:
+                        if future is None:
+                            raise
+                        future.set_exception(exc)
+                    else:
+                        if future is not None:
+                            future.set_result(result)
+                for run_id, (queued, keys) in judgments.items():
+                    store.save_judgments(run_id, queued, keys, replace_all=False)
+        except BaseException as exc:  # surfaced to the run on its next put, call or close
+            self._error = exc
+            for _, future in batch:
+                if future is not None and not future.done():
+                    future.set_exception(StoreError(f"cannot use the results database: {exc}"))

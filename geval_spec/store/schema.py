@@ -1,0 +1,121 @@
+"""The results database's tables and views, and the migrations between schema versions.
+
+Version 2 keeps each request's successful response once (``answers``, whose
+primary key is the request hash: a constraint, not a lookup, keeps a second
+answer out), failed attempts apart (``failures``), the split and the reuse
+key of every case of a run, and the batches submitted to providers.
+``responses`` is a view over both, as version 1's table was. The views for
+common questions are documented in docs/results.md.
+
+The functions here take an open connection; only :mod:`geval_spec.store.db`
+opens one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+SCHEMA_VERSION = 2
+
+TABLES = """
+CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR);
+CREATE TABLE IF NOT EXISTS runs (
+  run_id VARCHAR PRIMARY KEY, kind VARCHAR, spec_name VARCHAR, spec_version INTEGER, spec_ref VARCHAR,
+  spec_file VARCHAR, judging_fp VARCHAR, analysis_fp VARCHAR, spec_json VARCHAR, judges_json VARCHAR,
+  method VARCHAR, data_path VARCHAR, data_sha256 VARCHAR, tool_version VARCHAR, git_commit VARCHAR,
+  options_json VARCHAR, source_file VARCHAR, source_sha256 VARCHAR, started_at VARCHAR, ended_at VARCHAR,
+  status VARCHAR, error VARCHAR, pid INTEGER);
+CREATE TABLE IF NOT EXISTS run_cases (
+  run_id VARCHAR, case_id VARCHAR, position INTEGER, group_id VARCHAR, system_id VARCHAR, category VARCHAR,
+  human_json VARCHAR, PRIMARY KEY (run_id, case_id));
+CREATE TABLE IF NOT EXISTS requests (
+  request_hash VARCHAR PRIMARY KEY, model VARCHAR, body_json VARCHAR, sample INTEGER, n INTEGER,
+  created_at VARCHAR);
+CREATE TABLE IF NOT EXISTS run_requests (
+  run_id VARCHAR, request_hash VARCHAR, case_id VARCHAR, judge VARCHAR, purpose VARCHAR, sample INTEGER,
+  position INTEGER, PRIMARY KEY (run_id, request_hash, judge, purpose));
+CREATE TABLE IF NOT EXISTS judgments (
+  run_id VARCHAR, case_id VARCHAR, judge VARCHAR, method VARCHAR, score DOUBLE, valid BOOLEAN,
+  reason VARCHAR, distribution_json VARCHAR, valid_mass DOUBLE, samples_json VARCHAR, spread DOUBLE,
+  details_json VARCHAR, PRIMARY KEY (run_id, case_id, judge));
+CREATE TABLE IF NOT EXISTS verdicts (
+  run_id VARCHAR, case_id VARCHAR, judge VARCHAR, idx INTEGER, statement VARCHAR, verdict VARCHAR,
+  reason VARCHAR, support VARCHAR, PRIMARY KEY (run_id, case_id, judge, idx));
+CREATE TABLE IF NOT EXISTS findings (
+  run_id VARCHAR, case_id VARCHAR, idx INTEGER, kind VARCHAR, message VARCHAR, start_pos INTEGER,
+  end_pos INTEGER, text VARCHAR, PRIMARY KEY (run_id, case_id, idx));
+"""
+
+# version 2: added to version 1's tables, or new
+V2_COLUMNS = (("runs", "shard", "VARCHAR"), ("run_cases", "split", "VARCHAR"), ("run_cases", "case_key", "VARCHAR"),
+              ("judgments", "case_key", "VARCHAR"))
+V2_TABLES = """
+CREATE TABLE IF NOT EXISTS answers (
+  request_hash VARCHAR PRIMARY KEY, run_id VARCHAR, attempt INTEGER, body_json VARCHAR, prompt_tokens INTEGER,
+  completion_tokens INTEGER, cached_tokens INTEGER, reasoning_tokens INTEGER, cost DOUBLE, latency_ms DOUBLE,
+  received_at VARCHAR, batch BOOLEAN);
+CREATE TABLE IF NOT EXISTS failures (
+  request_hash VARCHAR, run_id VARCHAR, attempt INTEGER, status INTEGER, kind VARCHAR, error VARCHAR,
+  received_at VARCHAR, PRIMARY KEY (request_hash, run_id, attempt));
+CREATE TABLE IF NOT EXISTS batches (
+  batch_id VARCHAR PRIMARY KEY, run_id VARCHAR, spec_name VARCHAR, client VARCHAR, api_base VARCHAR,
+  model VARCHAR, input_file_id VARCHAR, output_file_id VARCHAR, error_file_id VARCHAR, status VARCHAR,
+  requests INTEGER, created_at VARCHAR, finished_at VARCHAR);
+"""
+VIEWS = """
+CREATE OR REPLACE VIEW responses AS
+  SELECT request_hash, run_id, attempt, true AS ok, 200 AS status, NULL AS kind, NULL AS error, body_json,
+         prompt_tokens, completion_tokens, cost, latency_ms, received_at FROM answers
+  UNION ALL
+  SELECT request_hash, run_id, attempt, false, status, kind, error, NULL, NULL, NULL, NULL, NULL, received_at
+  FROM failures;
+CREATE OR REPLACE VIEW case_results AS
+  SELECT c.run_id, c.case_id, c.position, c.split, c.group_id, c.system_id, c.category,
+         c.human_json AS human, j.judge, j.method, j.score, j.valid, j.reason AS invalid_reason,
+         json_extract_string(j.details_json, '$.reasoning') AS reasoning
+  FROM run_cases c LEFT JOIN judgments j ON j.run_id = c.run_id AND j.case_id = c.case_id;
+CREATE OR REPLACE VIEW run_summary AS
+  SELECT r.run_id, r.spec_name, r.spec_version, r.kind, r.status, r.started_at, r.ended_at,
+         (SELECT count(*) FROM run_cases c WHERE c.run_id = r.run_id) AS cases,
+         (SELECT count(*) FROM judgments j WHERE j.run_id = r.run_id AND j.valid) AS valid,
+         (SELECT count(*) FROM answers a WHERE a.run_id = r.run_id) AS answers_received,
+         (SELECT sum(cost) FROM answers a WHERE a.run_id = r.run_id) AS cost
+  FROM runs r;
+"""
+
+
+def _statements(sql: str) -> list[str]:
+    return [stmt for stmt in sql.split(";") if stmt.strip()]
+
+
+def create_or_migrate(con: Any, found: int | None) -> None:
+    """Bring a database at schema ``found`` (None: empty) to SCHEMA_VERSION, in one transaction."""
+    con.execute("BEGIN")
+    for stmt in _statements(TABLES) + _statements(V2_TABLES):
+        con.execute(stmt)
+    if found == 1:
+        _migrate_1_to_2(con)
+    if found is None or found < SCHEMA_VERSION:
+        for table, column, kind in V2_COLUMNS:
+            con.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {kind}")
+    for stmt in _statements(VIEWS):
+        con.execute(stmt)
+    con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
+    con.execute("COMMIT")
+
+
+def _migrate_1_to_2(con: Any) -> None:
+    """Version 1 kept every attempt in ``responses``: its first success per request becomes the answer."""
+    if not con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'responses' "
+                       "AND table_type = 'BASE TABLE'").fetchone()[0]:
+        return
+    con.execute("""
+        INSERT OR IGNORE INTO answers
+        SELECT request_hash, run_id, attempt, body_json, prompt_tokens, completion_tokens, NULL, NULL, cost,
+               latency_ms, received_at, false
+        FROM (SELECT *, row_number() OVER (PARTITION BY request_hash ORDER BY received_at, run_id, attempt) AS k
+              FROM responses WHERE ok) WHERE k = 1""")
+    con.execute("""
+        INSERT OR IGNORE INTO failures
+        SELECT request_hash, run_id, attempt, status, kind, error, received_at FROM responses WHERE NOT ok""")
+    con.execute("DROP TABLE responses")

@@ -82,7 +82,7 @@ def test_readers_and_a_second_run_get_in_while_a_run_writes(tmp_path):
                     break
                 except duckdb.Error:
                     time.sleep(0.01)
-            time.sleep(0.5)
+            time.sleep(1.5)
         assert len(counts) == 3 and counts[0] < counts[-1]  # it saw the runs' answers arrive
         report = cli("report", first.out.strip().splitlines()[-1], "--out", "-", "--exit-zero", cwd=root)
         assert report.code == 0, report.err  # report gets in too

@@ -9,7 +9,7 @@ import typer
 
 from geval_spec.cli.common import DB_HELP, app, db_path, echo, echo_err, handled, project, shown, write_out
 from geval_spec.cli.progress import ProgressView
-from geval_spec.errors import EXIT_GATE, EXIT_OK, InputError, Problem
+from geval_spec.errors import EXIT_GATE, EXIT_INPUT, EXIT_OK, InputError, Problem
 
 if TYPE_CHECKING:  # heavy modules are imported by the command that needs them
     from geval_spec.runner.estimate import DryRun
@@ -75,6 +75,9 @@ def run(
     backoff: Optional[float] = typer.Option(None, "--backoff", min=0.0,
                                             help="Base of the exponential backoff in seconds (default 0.5)."),
     junit: Optional[Path] = typer.Option(None, "--junit", help="Also write the gate as JUnit XML."),
+    shard: Optional[str] = typer.Option(None, "--shard", metavar="K/N",
+                                        help="Only shard K of N of the cases (by a hash of the case id); merge the "
+                                             "shards' stores with geval-spec merge."),
 ) -> int:
     """Judge the spec's cases, store every response and judgment; print the run id last."""
     from geval_spec.analysis.gate import gate_after_run
@@ -86,15 +89,20 @@ def run(
 
     if replay is not None and not replay.is_file():
         raise InputError(problems=[Problem(f"no such cassette: {replay}")])
+    shard_of = parse_shard(shard) if shard is not None else None
     proj = project()
     parsed = load_spec(proj.resolve(ref))
     options = RunOptions(db=db_path(db), model=model, split=split, limit=limit, concurrency=concurrency,
                          replay=replay, dry_run=dry_run, regenerate_steps=regenerate_steps,
-                         retry_budget=retry_budget, backoff=backoff, ref=ref)
+                         retry_budget=retry_budget, backoff=backoff, ref=ref, shard=shard_of)
     with ProgressView(parsed.name) as view:
         result = execute_run(parsed, options, on_progress=view.update, on_event=echo_err)
     if isinstance(result, DryRun):
         print_dry_run(parsed, result)
+        return EXIT_OK
+    if shard_of is not None:
+        print_run(parsed, result, f"gate not judged: this run is shard {shard}; merge the shards' stores "
+                  "(geval-spec merge) and report the merged run", ref)
         return EXIT_OK
     with Store(options.db) as store:
         gate = gate_after_run(store, proj, result.run_id, split)
@@ -135,16 +143,52 @@ def import_cmd(
     return EXIT_OK
 
 
+def parse_shard(text: str) -> tuple[int, int]:
+    k, _, n = text.partition("/")
+    if not (k.isdigit() and n.isdigit()) or not 1 <= int(k) <= int(n):
+        raise InputError(problems=[Problem(f"--shard {text!r}: expected K/N with 1 <= K <= N, e.g. 2/4")])
+    return int(k), int(n)
+
+
 @app.command()
 @handled
 def export(
     run_id: str = typer.Argument(..., metavar="RUN", help="A run id."),
-    cassette: Path = typer.Option(..., "--cassette", help="Write the run's responses here."),
+    cassette: Optional[Path] = typer.Option(None, "--cassette", help="Write the run's responses here."),
+    parquet: Optional[Path] = typer.Option(None, "--parquet", metavar="DIR",
+                                           help="Write the run's cases, requests, responses, judgments and "
+                                                "verdicts as Parquet files into this folder."),
     db: Optional[Path] = typer.Option(None, "--db", help=DB_HELP),
 ) -> int:
-    """Write a run's recorded responses to a cassette for run --replay."""
-    from geval_spec.runner.export import export_cassette
+    """Write a run's recorded responses to a cassette for run --replay, or its tables as Parquet."""
+    from geval_spec.runner.export import export_cassette, export_parquet
 
-    count = export_cassette(db_path(db), run_id, cassette)
-    echo(f"wrote {count} recorded responses of {run_id} to {shown(cassette)}")
+    if cassette is None and parquet is None:
+        raise InputError(problems=[Problem("give --cassette FILE or --parquet DIR (or both)")])
+    if cassette is not None:
+        count = export_cassette(db_path(db), run_id, cassette)
+        echo(f"wrote {count} recorded responses of {run_id} to {shown(cassette)}")
+    if parquet is not None:
+        for path in export_parquet(db_path(db), run_id, parquet):
+            echo(f"wrote {shown(path)}")
     return EXIT_OK
+
+
+@app.command()
+@handled
+def merge(
+    stores: list[Path] = typer.Argument(..., metavar="DB...", help="The shards' results databases."),
+    db: Optional[Path] = typer.Option(None, "--db", help="Merge into this database (default "
+                                                        ".geval/results.duckdb)."),
+) -> int:
+    """Merge the stores of shards (run --shard K/N --db ...) into one; each complete set becomes one run."""
+    from geval_spec.runner.shards import merge as merge_stores
+
+    target = db_path(db)
+    result = merge_stores(target, [p.resolve() for p in stores])
+    echo(f"copied {len(result.copied)} run(s) from {len(stores)} store(s) into {shown(target)}")
+    for note in result.incomplete:
+        echo_err(f"not merged: {note}")
+    for run_id in result.runs:
+        echo(run_id)
+    return EXIT_OK if not result.incomplete else EXIT_INPUT

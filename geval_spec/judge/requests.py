@@ -8,6 +8,7 @@ request forever.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
@@ -17,7 +18,7 @@ from geval_spec.judge.precheck import precheck
 from geval_spec.judge.render import Renderer, renderer_for
 from geval_spec.judge.types import JsonObject, Method, Purpose, Rendered, Request
 from geval_spec.plugins import Finding
-from geval_spec.spec.fingerprint import digest
+from geval_spec.spec.fingerprint import canonical, digest
 from geval_spec.spec.load import ParsedSpec
 from geval_spec.spec.sections import Judge
 
@@ -42,11 +43,17 @@ def request_hash(body: JsonObject, sample: int) -> str:
     return digest({"body": body, "sample": sample})
 
 
+def _hash_of(body_text: str, sample: int) -> str:
+    """The same as :func:`request_hash`, from the body's canonical JSON (so it is encoded once)."""
+    return hashlib.sha256(f'{{"body":{body_text},"sample":{sample}}}'.encode("utf-8")).hexdigest()
+
+
 def make_request(judge: Judge, rendered: Rendered, *, logprobs: bool, n: int = 1, sample: int = 0,
                  purpose: Purpose = "judge") -> Request:
     body = request_body(judge, rendered.as_dicts(), logprobs=logprobs, n=n, seed_offset=sample)
-    return Request(hash=request_hash(body, sample), case_id=rendered.case_id, judge=judge.label, sample=sample,
-                   n=n, purpose=purpose, body=body)
+    text = canonical(body)
+    return Request(hash=_hash_of(text, sample), case_id=rendered.case_id, judge=judge.label, sample=sample,
+                   n=n, purpose=purpose, body=body, body_text=text)
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,7 @@ class Request:
     n: int  # completions asked for in this request
     purpose: Purpose  # judge, swap (position-swapped pairwise), steps, fallback
     body: JsonObject  # what goes over the wire, minus credentials
+    body_text: str = ""  # the body's canonical JSON (what the store keeps), when it was made here
 
     @property
     def model(self) -> str:

@@ -1,4 +1,5 @@
-"""``geval-spec export RUN --cassette FILE``: a run's recorded responses, for ``run --replay`` without network."""
+"""``geval-spec export RUN``: a run's recorded responses as a cassette (for ``run --replay`` without network),
+or its tables as Parquet (for DuckDB, Polars or Spark, e.g. on object storage)."""
 
 from __future__ import annotations
 
@@ -19,3 +20,11 @@ def export_cassette(db: Path, run_id: str, cassette: Path) -> int:
         rows = store.export_responses(run_id)
     write_atomic(cassette, "\n".join(cassette_lines(info.run_id, info.spec_name, info.judging_fp, rows)) + "\n")
     return len(rows)
+
+
+def export_parquet(db: Path, run_id: str, folder: Path) -> list[Path]:
+    """Write the run's tables as Parquet files; return their paths."""
+    with Store.open_existing(db) as store:
+        if store.get_run(run_id) is None:
+            raise RefError(problems=[Problem(f"no run {run_id!r} in {db}")])
+        return store.export_parquet(run_id, folder)

@@ -36,7 +36,7 @@ from geval_spec.dataset.splits import assign_splits
 from geval_spec.errors import GevalError, InputError, MissingLogprobs, Problem
 from geval_spec.judge.requests import prepare_requests, unique
 from geval_spec.judge.scoring import missing_logprobs
-from geval_spec.judge.types import Completion, Judgment, Request
+from geval_spec.judge.types import Completion, Request
 from geval_spec.plugins import load_plugins
 from geval_spec.runner.engine import Engine, Interrupted
 from geval_spec.runner.estimate import DryRun, estimate
@@ -47,7 +47,7 @@ from geval_spec.spec.sections import Judge, Spec
 from geval_spec.store.db import Store
 from geval_spec.store.gate import StoreGate
 from geval_spec.store.journal import Journal
-from geval_spec.store.records import RunInfo, RunJudge, RunSettings, RunStatus, new_run_id
+from geval_spec.store.records import RunInfo, RunJudge, RunSettings, RunStatus
 
 JUDGMENT_VERSION = "2"  # bump when the same responses would give other judgments (scoring changed)
 
@@ -68,6 +68,7 @@ class RunOptions:
     retry_budget: int | None = None
     backoff: float | None = None  # overrides every judge's backoff base (seconds)
     ref: str = ""
+    shard: tuple[int, int] | None = None  # (K, N): only the cases of shard K of N
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,24 @@ def select_cases(parsed: ParsedSpec, cases: Sequence[Case], split: str | None, l
     if limit is not None:
         chosen = chosen[:limit]
     return chosen
+
+
+def in_shard(case_id: str, shard: tuple[int, int]) -> bool:
+    """Shard K of N holds the cases whose id hashes to K - 1 modulo N (the same on every machine)."""
+    k, n = shard
+    return int(hashlib.sha256(case_id.encode("utf-8")).hexdigest()[:16], 16) % n == k - 1
+
+
+def run_id_for(judging_fp: str, analysis_fp: str, data_sha256: str, judges: Sequence[tuple[str, str | None]],
+               case_ids: Sequence[str]) -> str:
+    """A run's id, from what it judges: the same spec, data, judges (label, model) and cases give the same run.
+
+    So a rerun of an unchanged spec is the run that is already stored, a run stopped midway is continued
+    under its own id, and shards merged together are the run made in one go.
+    """
+    material = json.dumps([judging_fp, analysis_fp, data_sha256, JUDGMENT_VERSION, [list(j) for j in judges],
+                           list(case_ids)])
+    return "run_" + hashlib.sha256(material.encode("utf-8")).hexdigest()[:20]
 
 
 def panel_for(parsed: ParsedSpec, model: str | None) -> tuple[Judge, ...]:
@@ -180,6 +199,11 @@ def execute_run(parsed: ParsedSpec, options: RunOptions, on_progress: OnProgress
     judges = panel_for(parsed, options.model)
     dataset = read_cases(parsed)
     cases = select_cases(parsed, dataset.cases, options.split, options.limit)
+    if options.shard is not None:
+        shard = options.shard
+        cases = [c for c in cases if in_shard(c.id, shard)]
+        if not cases:
+            raise InputError(problems=[Problem(f"--shard {shard[0]}/{shard[1]}: no cases fall in this shard")])
     if options.dry_run:
         return _dry_run(parsed, cases, judges, options)
     steps_generated = needs_steps(parsed, options.regenerate_steps)
@@ -196,8 +220,13 @@ def execute_run(parsed: ParsedSpec, options: RunOptions, on_progress: OnProgress
 def _judge(parsed: ParsedSpec, data_sha256: str, cases: list[Case], judges: tuple[Judge, ...],
            options: RunOptions, on_progress: OnProgress | None, say: Say) -> RunResult:
     """Reuse what is stored, stream the rest through the engine, and finish the run."""
-    run_id = new_run_id()
+    run_id = run_id_for(parsed.judging_fp, parsed.analysis_fp, data_sha256, [(j.label, j.model) for j in judges],
+                        [c.id for c in cases])
     keys = case_keys(parsed, cases, judges)
+    with Store(options.db) as store:
+        done = store.finished(run_id)
+        if done:
+            return _summary(store, run_id, parsed.name, len(cases), Progress(), len(cases), options.db)
     info = RunInfo(run_id=run_id, kind="run", spec_name=parsed.name, spec_version=parsed.spec.version,
                    spec_ref=options.ref or parsed.name, spec_file=parsed.source.display,
                    judging_fp=parsed.judging_fp, analysis_fp=parsed.analysis_fp, resolved=parsed.resolved(),
@@ -206,11 +235,19 @@ def _judge(parsed: ParsedSpec, data_sha256: str, cases: list[Case], judges: tupl
                    git_commit=parsed.source.commit(),
                    settings=RunSettings(cases=len(cases), model=options.model, split=options.split,
                                         limit=options.limit, concurrency=options.concurrency,
-                                        replay=str(options.replay) if options.replay else None))
-    journal = Journal(journal_path(options.db, run_id))  # locked first: the run counts as alive from here
+                                        replay=str(options.replay) if options.replay else None,
+                                        shard=f"{options.shard[0]}/{options.shard[1]}" if options.shard else None))
+    try:
+        journal = Journal(journal_path(options.db, run_id))  # locked first: the run counts as alive from here
+    except BlockingIOError:
+        raise InputError(problems=[Problem(f"this run ({run_id}: the same spec, data, judges and cases) is in "
+                                           "progress in another process; wait for it or stop it")]) from None
     with Store(options.db) as store:
+        earlier = store.set_aside(run_id)  # a run stopped midway: its judgments are reused below
         store.create_run(info, cases, splits=assign_splits(parsed.spec, tuple(cases)), case_keys=keys)
         reused = store.reuse_judgments(run_id, [j.label for j in judges], keys)
+        if earlier is not None:
+            store.delete_run(earlier)
         answers_exist = store.has_answers([j.model for j in judges])
     progress = Progress(cases=len(cases), cases_done=len(reused))
     routes = Routes(judges, options.concurrency, options.replay, options.backoff)
@@ -235,24 +272,16 @@ def _judge(parsed: ParsedSpec, data_sha256: str, cases: list[Case], judges: tupl
         gate.close()  # raises if responses could not be stored: the journal then stays for the next run
         journal.discard()
     with Store(options.db) as store:
-        return _result(run_id, parsed.name, len(cases), store.judgments(run_id), progress, store, len(reused),
-                       options.db)
+        return _summary(store, run_id, parsed.name, len(cases), progress, len(reused), options.db)
 
 
-def _result(run_id: str, name: str, n_cases: int, judgments: list[Judgment], progress: Progress,
-            store: Store, reused: int, db: Path) -> RunResult:
+def _summary(store: Store, run_id: str, name: str, n_cases: int, progress: Progress, reused: int,
+             db: Path) -> RunResult:
     usage = store.usage(run_id)
-    valid = sum(1 for j in judgments if j.valid)
-    reasons: dict[str, int] = {}
-    for j in judgments:
-        if not j.valid:
-            key = (j.reason or "invalid").split(" (after")[0]
-            reasons[key] = reasons.get(key, 0) + 1
+    valid, invalid, reasons, methods = store.judgment_counts(run_id)
     return RunResult(
-        run_id=run_id, spec=name, cases=n_cases, valid=valid, invalid=len(judgments) - valid,
-        requests=progress.total, sent=progress.done + progress.failed, cached=progress.cached,
-        failed=progress.failed, retries=progress.retries, prompt_tokens=usage.prompt_tokens,
-        completion_tokens=usage.completion_tokens, cost=usage.cost,
-        methods=tuple(sorted({j.method for j in judgments})),
-        invalid_reasons=tuple(sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))), reused=reused,
+        run_id=run_id, spec=name, cases=n_cases, valid=valid, invalid=invalid, requests=progress.total,
+        sent=progress.done + progress.failed, cached=progress.cached, failed=progress.failed,
+        retries=progress.retries, prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
+        cost=usage.cost, methods=methods, invalid_reasons=tuple(reasons), reused=reused,
         cached_tokens=usage.cached_tokens, db=str(db))

@@ -56,6 +56,7 @@ _RUN_COLUMNS = ("run_id", "kind", "spec_name", "spec_version", "spec_ref", "spec
                 "spec_json", "judges_json", "method", "data_path", "data_sha256", "tool_version", "git_commit",
                 "options_json", "source_file", "source_sha256", "started_at", "ended_at", "status", "error")
 _IN = "IN (SELECT unnest(?::VARCHAR[]))"
+_TRANSPORT_FAILED = "NOT valid AND reason LIKE 'request failed:%'"  # the next run asks again
 
 
 def _connect(path: Path, wait: float, read_only: bool = False) -> Any:
@@ -84,7 +85,6 @@ class Store:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.con = _connect(self.path, wait)
-        self._type_cache: dict[str, list[str]] = {}
         try:
             self._migrate()
             self.recovered = self._recover_journals() if recover else 0
@@ -110,11 +110,12 @@ class Store:
         self.close()
 
     # -- bulk helpers ------------------------------------------------------------------
+    _TYPES: dict[str, list[str]] = {}  # table -> column types (the schema is the same for every file)
+
     def _types(self, table: str) -> list[str]:
-        if table not in self._type_cache:
-            self._type_cache[table] = [row[2] for row in
-                                       self.con.execute(f"PRAGMA table_info('{table}')").fetchall()]
-        return self._type_cache[table]
+        if table not in Store._TYPES:
+            Store._TYPES[table] = [row[2] for row in self.con.execute(f"PRAGMA table_info('{table}')").fetchall()]
+        return Store._TYPES[table]
 
     def insert(self, cursor: Any, table: str, rows: Sequence[tuple[Any, ...]], ignore: bool = False) -> None:
         """Insert many rows in one statement (columns passed as typed lists; executemany is 20x slower)."""
@@ -189,9 +190,9 @@ class Store:
                 info.tool_version, info.git_commit, _dumps(info.settings.to_json()), info.source_file,
                 info.source_sha256, info.started_at or now(), info.ended_at, info.status, info.error, os.getpid()])
             self.insert(c, "run_cases", [
-                (info.run_id, case.id, i, case.group, case.system, case.category, _dumps(list(case.human)),
+                (info.run_id, case.id, case.row - 1, case.group, case.system, case.category, _dumps(list(case.human)),
                  (splits or {}).get(case.id), (case_keys or {}).get(case.id))
-                for i, case in enumerate(cases)])
+                for case in cases])
             self._insert_requests(c, info.run_id, requests, 0)
 
         self.transaction(work)
@@ -201,7 +202,7 @@ class Store:
         seen: dict[str, Request] = {}
         for r in requests:
             seen.setdefault(r.hash, r)
-        self.insert(c, "requests", [(r.hash, r.model, _dumps(r.body), r.sample, r.n, stamp)
+        self.insert(c, "requests", [(r.hash, r.model, r.body_text or _dumps(r.body), r.sample, r.n, stamp)
                                     for r in seen.values()], ignore=True)
         keyed: dict[tuple[str, str, str], tuple[Any, ...]] = {}
         for i, r in enumerate(requests):
@@ -212,6 +213,32 @@ class Store:
     def add_requests(self, run_id: str, requests: Sequence[Request], start: int = 0) -> None:
         if requests:
             self.transaction(lambda c: self._insert_requests(c, run_id, requests, start))
+
+    def finished(self, run_id: str) -> bool:
+        """The run exists, completed, with no case left unanswered by a transport failure (nothing to redo)."""
+        run = self.get_run(run_id)
+        if run is None or run.status != "completed":
+            return False
+        row = self.con.execute(f"SELECT count(*) FROM judgments WHERE run_id = ? AND {_TRANSPORT_FAILED}",
+                               [run_id]).fetchone()
+        return not row[0]
+
+    def set_aside(self, run_id: str) -> str | None:
+        """Rename an earlier record of this run (stopped midway, or with failed requests) out of the way.
+
+        Returns the name it now has (its judgments can then be reused), or None when there was none.
+        """
+        if self.get_run(run_id) is None:
+            return None
+        aside = f"{run_id}_earlier"
+        self.delete_run(aside)
+
+        def work(c: Any) -> None:
+            for table in ("runs", "run_cases", "run_requests", "judgments", "verdicts", "findings"):
+                c.execute(f"UPDATE {table} SET run_id = ? WHERE run_id = ?", [aside, run_id])
+
+        self.transaction(work)
+        return aside
 
     def delete_run(self, run_id: str) -> None:
         """Drop a run's own rows (answers are shared by hash and kept)."""
@@ -347,6 +374,67 @@ class Store:
             f"ON q.request_hash = a.request_hash WHERE a.run_id {_IN}", [ids]).fetchone()
         return None if row is None or row[0] is None or math.isnan(row[0]) else float(row[0])
 
+    # -- shards and exports -------------------------------------------------------------
+    SHARED = ("requests", "answers", "failures")  # keyed by request: the same rows in every store
+    PER_RUN = ("runs", "run_cases", "run_requests", "judgments", "verdicts", "findings")
+
+    def absorb(self, other: Path) -> list[str]:
+        """Copy every row of another store (a shard's) into this one; return the runs it held."""
+        if not other.is_file():
+            raise StoreError(f"no results database at {other}")
+        Store(other).close()  # bring it to this schema version and replay its journals first
+        quoted = str(other).replace("'", "''")
+        self.con.execute(f"ATTACH '{quoted}' AS shard (READ_ONLY)")
+        try:
+            runs = [r[0] for r in self.con.execute("SELECT run_id FROM shard.runs").fetchall()]
+
+            def work(c: Any) -> None:
+                for table in self.SHARED + self.PER_RUN:
+                    c.execute(f"INSERT OR IGNORE INTO {table} SELECT * FROM shard.{table}")
+
+            self.transaction(work)
+        finally:
+            self.con.execute("DETACH shard")
+        return runs
+
+    def combine(self, parts: Sequence[str], run_id: str, settings: RunSettings) -> None:
+        """Make one run ``run_id`` of the runs ``parts`` (shards): their cases, requests and judgments."""
+        first = parts[0]
+        columns = ", ".join(_RUN_COLUMNS)
+        values = ", ".join("?" if c in ("run_id", "options_json", "status") else c for c in _RUN_COLUMNS)
+
+        def work(c: Any) -> None:
+            for table in self.PER_RUN:
+                c.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id])
+            c.execute(f"INSERT INTO runs ({columns}, pid) SELECT {values}, pid FROM runs WHERE run_id = ?",
+                      [run_id, _dumps(settings.to_json()), "completed", first])
+            for table in self.PER_RUN[1:]:
+                names = [row[1] for row in c.execute(f"PRAGMA table_info('{table}')").fetchall()]
+                select = ", ".join("?" if n == "run_id" else n for n in names)
+                c.execute(f"INSERT INTO {table} SELECT {select} FROM {table} WHERE run_id {_IN}", [run_id, list(parts)])
+
+        self.transaction(work)
+
+    def export_parquet(self, run_id: str, folder: Path) -> list[Path]:
+        """The run's cases, requests, responses, judgments and verdicts as Parquet files in ``folder``."""
+        folder.mkdir(parents=True, exist_ok=True)
+        queries = {
+            "cases": "SELECT * FROM run_cases WHERE run_id = $run ORDER BY position",
+            "requests": "SELECT rr.*, q.model, q.body_json, q.n FROM run_requests rr JOIN requests q "
+                        "ON q.request_hash = rr.request_hash WHERE rr.run_id = $run ORDER BY rr.position",
+            "responses": "SELECT r.* FROM responses r WHERE r.request_hash IN (SELECT request_hash FROM "
+                         "run_requests WHERE run_id = $run) ORDER BY r.request_hash, r.received_at",
+            "judgments": "SELECT * FROM judgments WHERE run_id = $run ORDER BY case_id, judge",
+            "verdicts": "SELECT * FROM verdicts WHERE run_id = $run ORDER BY case_id, judge, idx",
+        }
+        written = []
+        for name, query in queries.items():
+            target = folder / f"{name}.parquet"
+            quoted = str(target).replace("'", "''")
+            self.con.execute(f"COPY ({query}) TO '{quoted}' (FORMAT parquet)", {"run": run_id})
+            written.append(target)
+        return written
+
     # -- judgments ---------------------------------------------------------------------
     def _judgment_rows(self, run_id: str, judgments: Sequence[Judgment], case_keys: Mapping[str, str] | None
                        ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
@@ -381,15 +469,18 @@ class Store:
 
         A case key covers everything a case's judgment depends on, its id included (see
         :func:`geval_spec.runner.run.case_keys`), so a rerun of an unchanged spec neither sends nor parses
-        anything for these cases: its judgments, verdicts and findings are copied inside DuckDB.
+        anything for these cases: its judgments, verdicts and findings are copied inside DuckDB. A judgment is
+        stored only once its case is complete, so one from a run stopped midway counts; one that failed in
+        transport ("request failed") does not: its case is asked again.
         """
         if not case_keys:
             return set()
         rows = self.con.execute(
             "SELECT case_key, judge, run_id FROM (SELECT j.case_key, j.judge, j.run_id, row_number() OVER "
             "(PARTITION BY j.case_key, j.judge ORDER BY r.started_at DESC, j.run_id DESC) AS k FROM judgments j "
-            f"JOIN runs r ON r.run_id = j.run_id WHERE j.case_key {_IN} AND r.status = 'completed' AND j.run_id <> ? "
-            f"AND j.judge {_IN}) WHERE k = 1", [list(case_keys.values()), run_id, list(judges)]).fetchall()
+            f"JOIN runs r ON r.run_id = j.run_id WHERE j.case_key {_IN} AND j.run_id <> ? AND j.judge {_IN} "
+            f"AND NOT ({_TRANSPORT_FAILED.replace('valid', 'j.valid').replace('reason', 'j.reason')})) WHERE k = 1",
+            [list(case_keys.values()), run_id, list(judges)]).fetchall()
         have: dict[str, set[str]] = {}
         for key, judge, _ in rows:
             have.setdefault(key, set()).add(judge)
@@ -418,6 +509,17 @@ class Store:
         self.transaction(work)
         by_key = {v: k for k, v in case_keys.items()}
         return {by_key[k] for k in keys}
+
+    def judgment_counts(self, run_id: str) -> tuple[int, int, list[tuple[str, int]], tuple[str, ...]]:
+        """(valid, invalid, why invalid with counts, methods) of a run's judgments, counted in the store."""
+        valid, invalid = self.con.execute("SELECT count(*) FILTER (WHERE valid), count(*) FILTER (WHERE NOT valid) "
+                                          "FROM judgments WHERE run_id = ?", [run_id]).fetchone()
+        reasons = self.con.execute(
+            "SELECT split_part(coalesce(reason, 'invalid'), ' (after', 1) AS why, count(*) AS n FROM judgments "
+            "WHERE run_id = ? AND NOT valid GROUP BY why ORDER BY n DESC, why", [run_id]).fetchall()
+        methods = self.con.execute("SELECT DISTINCT method FROM judgments WHERE run_id = ? ORDER BY method",
+                                   [run_id]).fetchall()
+        return valid, invalid, [(r[0], r[1]) for r in reasons], tuple(m[0] for m in methods)
 
     def judgments(self, run_id: str) -> list[Judgment]:
         vmap: dict[tuple[str, str], list[Verdict]] = {}

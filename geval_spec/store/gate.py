@@ -11,6 +11,7 @@ they reach the gate, so a kill loses nothing.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import deque
@@ -26,7 +27,7 @@ from geval_spec.store.records import ResponseRecord
 T = TypeVar("T")
 Operation = Callable[[Store], Any]
 
-INTERVAL = 1.0  # seconds between sessions while a run only writes
+INTERVAL = float(os.environ.get("GEVAL_STORE_INTERVAL", "2.0"))  # seconds between sessions while a run only writes
 MAX_BATCH = 5000  # operations per session
 
 

@@ -1,6 +1,8 @@
 """The run's journal: every received response appended the moment it arrives, so a killed run loses nothing.
 
-One ``write`` per response to ``<db>.journal/<run>.jsonl``. The run holds an
+One ``write`` per response to ``<db>.journal/<run>.jsonl``: a JSON line with
+the record's fields and the body's length in bytes, then the body exactly as
+it was received (not escaped into JSON again), then a newline. The run holds an
 exclusive ``flock`` on its journal while it is alive, so another process can
 tell a live run's journal (leave it alone) from a killed run's (replay it
 into the store, then remove it). The lock goes with the process: a killed
@@ -10,6 +12,7 @@ run's journal is free at once.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 from pathlib import Path
 
@@ -26,8 +29,12 @@ class Journal:
         fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
 
     def write(self, record: ResponseRecord) -> None:
-        if self._fd is not None:
-            os.write(self._fd, (record.to_json() + "\n").encode("utf-8"))
+        if self._fd is None:
+            return
+        body = (record.body or "").encode("utf-8")
+        header = record.header()
+        header["body_bytes"] = len(body) if record.body is not None else None
+        os.write(self._fd, json.dumps(header).encode("utf-8") + b"\n" + body + b"\n")
 
     def close(self) -> None:
         """Stop writing; the file stays (its records are merged into the store by whoever opens it next)."""
@@ -57,11 +64,25 @@ def abandoned(path: Path) -> bool:
 
 
 def read_journal(path: Path) -> list[ResponseRecord]:
-    """The records of a journal; a line cut short by a kill is skipped."""
+    """The records of a journal; a record cut short by a kill is left out."""
+    data = path.read_bytes()
     records = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+    pos = 0
+    while pos < len(data):
+        end = data.find(b"\n", pos)
+        if end < 0:
+            break
         try:
-            records.append(ResponseRecord.from_json(line))
-        except (ValueError, TypeError):
-            continue
+            header = json.loads(data[pos:end])
+            size = header.pop("body_bytes", None)
+            body = None
+            pos = end + 1
+            if size is not None:
+                if pos + size + 1 > len(data) or data[pos + size:pos + size + 1] != b"\n":
+                    break  # cut short
+                body = data[pos:pos + size].decode("utf-8")
+                pos += size + 1
+            records.append(ResponseRecord.of(header, body))
+        except (ValueError, TypeError, UnicodeDecodeError):
+            break
     return records

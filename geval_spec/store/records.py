@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import time
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timezone
 from typing import Any, Literal
@@ -19,8 +20,16 @@ RunKind = Literal["run", "import"]
 RunStatus = Literal["running", "completed", "failed", "interrupted"]
 
 
+_SECOND: list[Any] = [None, ""]  # the last whole second formatted, so most calls format only microseconds
+
+
 def now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """The UTC time as ``2026-12-01T08:38:11.123456Z`` (sorts as it reads)."""
+    t = time.time()
+    second = int(t)
+    if _SECOND[0] != second:
+        _SECOND[0], _SECOND[1] = second, datetime.fromtimestamp(second, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    return f"{_SECOND[1]}.{int((t - second) * 1e6):06d}Z"
 
 
 def new_run_id() -> str:
@@ -62,6 +71,7 @@ class RunSettings:
     concurrency: int | None = None
     replay: str | None = None
     missing: int | None = None  # imports: cases of the spec without a line
+    shard: str | None = None  # "K/N" for one shard of a run
 
     def to_json(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
@@ -124,16 +134,22 @@ class ResponseRecord:
     reasoning_tokens: int | None = None
     batch: bool = False  # received through a provider's batch API
 
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), ensure_ascii=False)
+    def header(self) -> dict[str, Any]:
+        """Every field but the body."""
+        return {"request_hash": self.request_hash, "run_id": self.run_id, "attempt": self.attempt, "ok": self.ok,
+                "status": self.status, "kind": self.kind, "error": self.error, "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens, "cost": self.cost, "latency_ms": self.latency_ms,
+                "received_at": self.received_at, "cached_tokens": self.cached_tokens,
+                "reasoning_tokens": self.reasoning_tokens, "batch": self.batch}
 
     @classmethod
-    def from_json(cls, line: str) -> "ResponseRecord":
-        data = json.loads(line)
-        if isinstance(data.get("body"), dict):  # journals written before bodies were kept as received
-            data["body"] = json.dumps(data["body"], ensure_ascii=False)
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+    def of(cls, header: dict[str, Any], body: str | None) -> "ResponseRecord":
+        if isinstance(header.get("body"), dict):  # journals written before bodies were kept as received
+            body = json.dumps(header["body"], ensure_ascii=False)
+        elif body is None and isinstance(header.get("body"), str):
+            body = header["body"]
+        known = {f.name for f in fields(cls)} - {"body"}
+        return cls(body=body, **{k: v for k, v in header.items() if k in known})
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,74 @@
+"""Past one machine: shards of a run made apart (``run --shard K/N``), merged back into one run (``merge``).
+
+Each shard is an ordinary run of the cases whose id hashes to it, in its own
+store (``--db``), in its own process or CI job. ``merge`` copies every
+shard's rows into one store and, for each complete set of shards (1..N of
+the same spec, data and judges), makes the run that judges all their cases:
+its id is the id the run made in one go would have (ids are derived from
+what a run judges), so its report is the same, byte for byte.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from geval_spec.errors import InputError, Problem
+from geval_spec.runner.run import run_id_for
+from geval_spec.store.db import Store
+from geval_spec.store.records import RunInfo
+
+
+@dataclass(frozen=True)
+class Merged:
+    runs: tuple[str, ...]  # the runs made of shards
+    copied: tuple[str, ...]  # every run copied from the shard stores
+    incomplete: tuple[str, ...]  # sets of shards with a shard missing, described
+
+
+def _family(run: RunInfo) -> tuple[object, ...]:
+    return (run.spec_name, run.judging_fp, run.analysis_fp, run.data_sha256, run.labels,
+            run.settings.shard.split("/")[1] if run.settings.shard else None)
+
+
+def merge(db: Path, sources: Sequence[Path]) -> Merged:
+    if not sources:
+        raise InputError(problems=[Problem("merge needs at least one store to merge")])
+    copied: list[str] = []
+    with Store(db) as store:
+        for source in sources:
+            if source.resolve() == db.resolve():
+                raise InputError(problems=[Problem(f"{source} is the store being merged into; merge other stores")])
+            copied += store.absorb(source)
+        shards = [r for r in (store.get_run(i) for i in copied) if r is not None and r.settings.shard]
+        families: dict[tuple[object, ...], list[RunInfo]] = {}
+        for run in shards:
+            families.setdefault(_family(run), []).append(run)
+        made, incomplete = [], []
+        for family, runs in sorted(families.items(), key=lambda kv: str(kv[0])):
+            n = int(str(family[-1]))
+            have = {int(str(r.settings.shard).split("/")[0]) for r in runs if r.status == "completed"}
+            if have != set(range(1, n + 1)):
+                missing = sorted(set(range(1, n + 1)) - have)
+                incomplete.append(f"{runs[0].spec_name}: shard(s) {', '.join(f'{k}/{n}' for k in missing)} "
+                                  "missing or not completed")
+                continue
+            made.append(_combine(store, runs))
+    return Merged(tuple(made), tuple(copied), tuple(incomplete))
+
+
+def _combine(store: Store, runs: list[RunInfo]) -> str:
+    parts = sorted(runs, key=lambda r: int(str(r.settings.shard).split("/")[0]))
+    ids = [r.run_id for r in parts]
+    rows = store.con.execute("SELECT case_id FROM run_cases WHERE run_id IN (SELECT unnest(?::VARCHAR[])) "
+                             "ORDER BY position", [ids]).fetchall()
+    case_ids = [r[0] for r in rows]
+    first = parts[0]
+    run_id = run_id_for(first.judging_fp, first.analysis_fp, first.data_sha256,
+                        [(j.label, j.model) for j in first.judges], case_ids)
+    settings = first.settings
+    combined = type(settings)(cases=len(case_ids), model=settings.model, split=settings.split, limit=settings.limit,
+                              concurrency=settings.concurrency, replay=settings.replay)
+    store.combine(ids, run_id, combined)
+    return run_id

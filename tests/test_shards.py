@@ -1,0 +1,54 @@
+"""Past one machine: 4 shard processes, merged, give the report of the run made in one go; Parquet export."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import duckdb
+
+from conftest import cli
+from e2e_helpers import make_project
+from openai_server import FakeOpenAI, ServerConfig
+
+
+def test_four_shards_merged_report_like_the_run_made_in_one_go(tmp_path):
+    with FakeOpenAI(ServerConfig()) as srv:
+        whole = make_project(tmp_path / "whole", srv.base_url, n=30, client="openai-http")
+        one = cli("run", "demo", cwd=whole)
+        assert one.code == 0, one.err
+        sharded = make_project(tmp_path / "sharded", srv.base_url, n=30, client="openai-http")
+        env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+        procs = [subprocess.Popen([sys.executable, "-m", "geval_spec", "run", "demo", "--shard", f"{k}/4",
+                                   "--db", f"shard{k}.duckdb"], cwd=sharded, env=env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True) for k in range(1, 5)]
+        sizes = []
+        for proc in procs:
+            out, err = proc.communicate(timeout=120)
+            assert proc.returncode == 0, err
+            sizes.append(int(out.split(" cases,")[0].split(": ")[-1]))
+        assert sum(sizes) == 30 and all(size > 0 for size in sizes)
+        merged = cli("merge", *[f"shard{k}.duckdb" for k in range(1, 5)], cwd=sharded)
+        assert merged.code == 0, merged.err
+        run_id = merged.out.strip().splitlines()[-1]
+        assert run_id == one.out.strip().splitlines()[-1]  # the same run, by what it judges
+        for fmt in ("md", "json", "html"):
+            a = cli("report", run_id, "--format", fmt, "--out", "-", "--exit-zero", cwd=whole).out
+            b = cli("report", run_id, "--format", fmt, "--out", "-", "--exit-zero", cwd=sharded).out
+            assert a == b, fmt
+        assert cli("merge", "shard1.duckdb", "shard2.duckdb", "--db", "partial.duckdb", cwd=sharded).code == 2
+
+
+def test_export_parquet_writes_the_run_s_tables(tmp_path):
+    with FakeOpenAI(ServerConfig()) as srv:
+        root = make_project(tmp_path, srv.base_url, n=6, client="openai-http")
+        res = cli("run", "demo", cwd=root)
+        run_id = res.out.strip().splitlines()[-1]
+        out = cli("export", run_id, "--parquet", "out", cwd=root)
+        assert out.code == 0, out.err
+        con = duckdb.connect()
+        assert con.execute(f"SELECT count(*) FROM '{root / 'out' / 'cases.parquet'}'").fetchone() == (6,)
+        assert con.execute(f"SELECT count(*) FROM '{root / 'out' / 'judgments.parquet'}' WHERE valid").fetchone() == (6,)
+        assert con.execute(f"SELECT count(*) FROM '{root / 'out' / 'responses.parquet'}' WHERE ok").fetchone() == (6,)
+        assert cli("export", run_id, cwd=root).code == 2

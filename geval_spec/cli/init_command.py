@@ -102,7 +102,7 @@ def plan_writes(root: Path, files: list[Planned], force: bool) -> list[tuple[Pla
 @app.command(short_help="Scaffold a project: example spec, data, cassette, schema, CI workflow.")
 @handled
 def init(
-    directory: Path = typer.Argument(Path("."), metavar="[DIR]", help="Project folder (default: here); created "
+    directory: Path = typer.Argument(Path("."), metavar="DIR", help="Project folder (default: here); created "
                                      "when missing."),
     ci: Literal["github", "gitlab", "none"] = typer.Option(
         "github", "--ci", help="CI job to write: github (.github/workflows/geval.yml), gitlab (.gitlab-ci.yml) "

@@ -68,9 +68,14 @@ def echo_err(text: str = "") -> None:
 def console(stderr: bool = False) -> Any:
     from rich.console import Console
 
-    c = Console(stderr=stderr, highlight=False, soft_wrap=True)
+    class PipeAwareConsole(Console):
+        def on_broken_pipe(self) -> None:  # rich exits 1 (a failed gate's code); let handled() exit 141
+            self.quiet = True
+            raise BrokenPipeError
+
+    c = PipeAwareConsole(stderr=stderr, highlight=False, soft_wrap=True)
     if not c.is_terminal:  # piped or captured: never truncate columns
-        c = Console(stderr=stderr, highlight=False, soft_wrap=True, width=400)
+        c = PipeAwareConsole(stderr=stderr, highlight=False, soft_wrap=True, width=400)
     return c
 
 

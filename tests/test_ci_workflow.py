@@ -173,3 +173,27 @@ def test_workflow_scripts_pay_nothing_for_an_analysis_only_pull_request(written,
         assert srv.state.total == 24  # extra asks what demo asked: every answer is in the store
         assert (repo / "reports" / "extra" / "report.md").is_file()
         assert not list((repo / "reports" / "extra").glob("compare*"))
+
+
+def test_docs_quote_the_ci_files_as_init_writes_them():
+    """docs/ci.md explains the workflow block by block: every block must be the scaffold's text."""
+    import re
+
+    from conftest import ROOT
+
+    doc = (ROOT / "docs" / "ci.md").read_text()
+    scaffold = ROOT / "geval_spec" / "cli" / "scaffold"
+    github, gitlab = doc.split("\n## GitLab CI\n")
+    blocks = {"github-workflow.yml": re.findall(r"```yaml\n(.*?)```", github, re.S),
+              "gitlab-ci.yml": re.findall(r"```yaml\n(.*?)```", gitlab, re.S)}
+    assert len(blocks["github-workflow.yml"]) >= 10 and len(blocks["gitlab-ci.yml"]) == 1
+    for name, quoted in blocks.items():
+        text = (scaffold / name).read_text()
+        for block in quoted:
+            block = re.sub(r'"geval-spec==[0-9][^"]*"', '"@GEVAL_SPEC_INSTALL@"', block)
+            assert block in text, f"docs/ci.md quotes {name} wrongly:\n{block}"
+    covered = re.sub(r'"geval-spec==[0-9][^"]*"', '"@GEVAL_SPEC_INSTALL@"', "".join(blocks["github-workflow.yml"]))
+    body = (scaffold / "github-workflow.yml").read_text().split("\nname: geval\n", 1)[1]
+    for line in body.splitlines():  # every line of the workflow is explained
+        if line.strip():
+            assert line in covered, line

@@ -2,13 +2,17 @@
 
 Exit codes: 0 success; 1 a quality gate failed; 2 invalid input (spec, data,
 arguments, template); 3 the judge could not be reached or failed beyond the
-retry budget; 130 interrupted (Ctrl-C); 70 an internal error (a bug: please
-report it with --debug).
+retry budget; 130 interrupted (Ctrl-C); 141 the reader of standard output
+went away (``geval-spec schema | head -1``: 128 + SIGPIPE, what a shell
+reports for a command that a closed pipe ends; the command did not finish,
+so a gate it would have judged is not reported as passed); 70 an internal
+error (a bug: please report it with --debug).
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -18,8 +22,29 @@ import typer
 
 from geval_spec.errors import EXIT_BUG, EXIT_INTERRUPTED, EXIT_OK, GevalError, Problem
 
-app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None,
-                  no_args_is_help=True, help="LLM-as-a-judge evaluation as versioned, reviewable specs.")
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE
+
+HELP = """LLM-as-a-judge evaluation as versioned, reviewable specs.
+
+\b
+Start:
+  geval-spec init my-evals        an example project with a CI workflow
+  geval-spec validate             check every spec in specs/
+  geval-spec --install-completion shell completion for this shell
+
+\b
+Exit codes:
+  0    success
+  1    a quality gate failed, or compare found a significant regression
+  2    invalid input (spec, data, arguments, template), with file:line:col
+  3    the judge could not be reached or failed beyond the retry budget
+  70   an internal error (a bug; --debug shows the traceback)
+  130  interrupted (Ctrl-C)
+  141  standard output was closed before the command finished (| head)
+"""
+
+app = typer.Typer(add_completion=True, pretty_exceptions_enable=False, rich_markup_mode=None,
+                  no_args_is_help=True, help=HELP)
 
 
 class State:
@@ -43,9 +68,14 @@ def echo_err(text: str = "") -> None:
 def console(stderr: bool = False) -> Any:
     from rich.console import Console
 
-    c = Console(stderr=stderr, highlight=False, soft_wrap=True)
+    class PipeAwareConsole(Console):
+        def on_broken_pipe(self) -> None:  # rich exits 1 (a failed gate's code); let handled() exit 141
+            self.quiet = True
+            raise BrokenPipeError
+
+    c = PipeAwareConsole(stderr=stderr, highlight=False, soft_wrap=True)
     if not c.is_terminal:  # piped or captured: never truncate columns
-        c = Console(stderr=stderr, highlight=False, soft_wrap=True, width=400)
+        c = PipeAwareConsole(stderr=stderr, highlight=False, soft_wrap=True, width=400)
     return c
 
 
@@ -78,6 +108,9 @@ def handled(fn: Callable[..., int]) -> Callable[..., None]:
         except KeyboardInterrupt:
             echo_err("interrupted")
             raise typer.Exit(EXIT_INTERRUPTED)
+        except BrokenPipeError:
+            stdout_gone()
+            raise typer.Exit(EXIT_BROKEN_PIPE)
         except typer.Exit:
             raise
         except Exception as exc:  # a bug
@@ -90,6 +123,20 @@ def handled(fn: Callable[..., int]) -> Callable[..., None]:
         raise typer.Exit(code or EXIT_OK)
 
     return wrapper
+
+
+def stdout_gone() -> None:
+    """The reader of stdout went away: point stdout at /dev/null so that nothing (not the final flush) fails again.
+
+    Python ignores SIGPIPE, so a write to a closed pipe raises BrokenPipeError; the command ends quietly with
+    EXIT_BROKEN_PIPE, like a command that SIGPIPE ends in a shell.
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # stdout without a file descriptor (a test runner's buffer)
+        pass
 
 
 def project() -> Any:
@@ -121,10 +168,20 @@ def write_out(text: str, out: Optional[Path], default: Path) -> str | None:
     return shown(path)
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from geval_spec import __version__
+
+        echo(f"geval-spec {__version__}")
+        raise typer.Exit(EXIT_OK)
+
+
 @app.callback()
 def _global(
     root: Optional[Path] = typer.Option(None, "--root", help="Project directory (default: nearest one with specs/)."),
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks."),
+    version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                 help="Print the version and exit."),
 ) -> None:
     STATE.root = root
     STATE.debug = debug

@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 import sys
 
-from geval_spec.cli import analysis_commands, run_commands, spec_commands  # noqa: F401  (they register commands)
-from geval_spec.cli.common import app
+# in the order `geval-spec --help` lists the commands
+from geval_spec.cli import init_command, spec_commands, run_commands, analysis_commands  # noqa: F401,I001  (they register)
+from geval_spec.cli.common import EXIT_BROKEN_PIPE, app, stdout_gone
 
 
 def main() -> None:
@@ -16,13 +17,24 @@ def main() -> None:
     none), and the interpreter's teardown is skipped once output is flushed:
     every command has closed its store and files by the time ``app`` returns,
     and a normal exit spends 20-30 ms tearing down modules (see BENCHMARKS.md).
+
+    A closed stdout (``geval-spec schema | head -1``) ends the command quietly
+    with exit 141 (see :mod:`geval_spec.cli.common`), also when the pipe is
+    found closed only by the last flush.
     """
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     try:
-        app()
+        app(prog_name="geval-spec")
         code = 0
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    sys.stdout.flush()
-    sys.stderr.flush()
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        stdout_gone()
+        code = EXIT_BROKEN_PIPE
+    try:
+        sys.stderr.flush()
+    except BrokenPipeError:
+        pass
     os._exit(code)

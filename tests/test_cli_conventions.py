@@ -1,0 +1,140 @@
+"""Command-line conventions: --version, list --format json, shell completion, help with examples and exit
+codes, and a closed stdout pipe (`| head -1`) that ends a command quietly with exit 141."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, cli, git, run_cli
+
+import geval_spec
+
+CONSOLE_SCRIPT = Path(sys.executable).with_name("geval-spec")
+
+
+def test_version():
+    res = run_cli("--version")
+    assert res.code == 0 and res.out == f"geval-spec {geval_spec.__version__}\n" and res.err == ""
+
+
+def test_list_json_has_full_fingerprints_and_data_hashes():
+    res = cli("list", "--format", "json")
+    assert res.code == 0, res.err
+    entries = json.loads(res.out)
+    table = cli("list").out
+    assert {e["name"] for e in entries} == {line.split()[0] for line in table.splitlines()[1:] if line.strip()}
+    demo = next(e for e in entries if e["name"] == "summeval-consistency")
+    assert demo["file"] == "specs/summeval-consistency.yaml" and demo["valid"] is True and demo["version"] == 1
+    assert len(demo["judging"]) == 64 and len(demo["analysis"]) == 64 and demo["judging"][:10] in table
+    assert demo["data_sha256"] == hashlib.sha256((ROOT / demo["data"]).read_bytes()).hexdigest()
+
+
+def test_list_json_names_an_invalid_spec_and_exits_2(tmp_path):
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "bad.yaml").write_text("name: bad\nversion: 1\nstpes: []\n")
+    res = run_cli("list", "--format", "json", cwd=tmp_path)
+    assert res.code == 2
+    [entry] = json.loads(res.out)
+    assert entry["valid"] is False and entry["file"] == "specs/bad.yaml"
+    assert any("stpes" in p for p in entry["problems"]) and "stpes" in res.err
+
+
+def test_changed_since_follows_data_files_and_new_specs(tmp_path):
+    (tmp_path / "specs" / "data").mkdir(parents=True)
+    from e2e_helpers import make_project
+
+    make_project(tmp_path, "http://127.0.0.1:9/v1")
+    git(tmp_path, "init", "-q")
+    git(tmp_path, "add", "-A")
+    git(tmp_path, "commit", "-qm", "one")
+    res = run_cli("list", "--format", "json", "--changed-since", "HEAD", cwd=tmp_path)
+    assert res.code == 0 and json.loads(res.out) == []
+    data = tmp_path / "specs" / "data" / "cases.jsonl"
+    data.write_text(data.read_text().replace("Source text number 3.", "Source text number three."))
+    (tmp_path / "specs" / "other.yaml").write_text((tmp_path / "specs" / "demo.yaml").read_text()
+                                                   .replace("name: demo", "name: other"))
+    res = run_cli("list", "--changed-since", "HEAD", cwd=tmp_path)
+    assert res.code == 0 and "change" in res.out.splitlines()[0]
+    res = run_cli("list", "--format", "json", "--changed-since", "HEAD", cwd=tmp_path)
+    assert [(e["name"], e["change"]) for e in json.loads(res.out)] == [("demo", "modified"), ("other", "added")]
+    res = run_cli("list", "--changed-since", "no-such-rev", cwd=tmp_path)
+    assert res.code == 2 and "not a git revision" in res.err and "Traceback" not in res.err
+
+
+@pytest.mark.skipif(not CONSOLE_SCRIPT.exists(), reason="needs the installed console script")
+def test_shell_completion():
+    shown = subprocess.run([str(CONSOLE_SCRIPT), "--show-completion", "bash"], capture_output=True, text=True,
+                           timeout=60)
+    assert shown.returncode == 0 and "_GEVAL_SPEC_COMPLETE=complete_bash" in shown.stdout
+    env = dict(os.environ, _GEVAL_SPEC_COMPLETE="complete_bash", COMP_WORDS="geval-spec val", COMP_CWORD="1")
+    done = subprocess.run([str(CONSOLE_SCRIPT)], capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 0 and done.stdout.split() == ["validate"]
+
+
+@pytest.mark.parametrize("command", ["init", "list", "validate", "schema", "render"])
+def test_help_has_examples_and_exit_codes(command):
+    res = cli(command, "--help")
+    assert res.code == 0 and "Examples:" in res.out and "Exit codes:" in res.out
+    assert f"  geval-spec {command}" in res.out
+
+
+def test_top_level_help_lists_every_exit_code():
+    res = cli("--help")
+    for code in ("0", "1", "2", "3", "70", "130", "141"):
+        assert f"\n    {code} " in res.out, code
+
+
+# -- a closed stdout ----------------------------------------------------------------------------------------
+
+def _to_closed_pipe(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    """Run the CLI with stdout a pipe whose reader has already gone: every write fails with EPIPE."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+        return subprocess.run([sys.executable, "-m", "geval_spec", *args], cwd=cwd, stdout=write,
+                              stderr=subprocess.PIPE, text=True, env=env, timeout=300)
+    finally:
+        os.close(write)
+
+
+@pytest.fixture(scope="module")
+def replayed(tmp_path_factory) -> tuple[Path, str]:
+    project = tmp_path_factory.mktemp("pipe")
+    assert run_cli("init", str(project), "--ci", "none").code == 0
+    res = run_cli("run", "summary-consistency", "--replay", "specs/cassettes/summary-consistency.jsonl", cwd=project)
+    return project, res.out.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize("args", [("schema",), ("list",), ("list", "--format", "json"), ("validate",),
+                                  ("render", "summeval-consistency", "--format", "json")])
+def test_closed_pipe_ends_quietly_with_141(args):
+    res = _to_closed_pipe(*args)
+    assert res.returncode == 141, res.stderr
+    assert res.stderr == "" or ("Traceback" not in res.stderr and "internal error" not in res.stderr), res.stderr
+
+
+def test_report_to_a_closed_pipe(replayed):
+    project, run_id = replayed
+    res = _to_closed_pipe("report", run_id, "--out", "-", cwd=project)
+    assert res.returncode == 141 and "Traceback" not in res.stderr and "internal error" not in res.stderr
+
+
+@pytest.mark.parametrize("command", ["geval-spec schema", "geval-spec report {run} --out -"])
+def test_pipe_into_head(replayed, command):
+    project, run_id = replayed
+    script = f"{command.format(run=run_id)} | head -1; echo \"status ${{PIPESTATUS[0]}}\""
+    env = dict(os.environ, PATH=f"{CONSOLE_SCRIPT.parent}{os.pathsep}{os.environ['PATH']}")
+    proc = subprocess.run(["bash", "-c", script], cwd=project, capture_output=True, text=True, env=env, timeout=300)
+    first, status = proc.stdout.splitlines()
+    assert first in ("{", "# summary-consistency v1: calibration report")
+    # 141 when the pipe was found closed; the whole output may also fit in the pipe before head exits (report's
+    # gate then fails: 1). Never a traceback.
+    assert status in ("status 141", "status 0", "status 1") and proc.stderr == "", proc.stderr

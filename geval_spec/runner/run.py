@@ -114,14 +114,15 @@ def in_shard(case_id: str, shard: tuple[int, int]) -> bool:
     return int(hashlib.sha256(case_id.encode("utf-8")).hexdigest()[:16], 16) % n == k - 1
 
 
-def run_id_for(judging_fp: str, analysis_fp: str, data_sha256: str, judges: Sequence[tuple[str, str | None]],
-               case_ids: Sequence[str]) -> str:
-    """A run's id, from what it judges: the same spec, data, judges (label, model) and cases give the same run.
+def run_id_for(spec: tuple[str, int], judging_fp: str, analysis_fp: str, data_sha256: str,
+               judges: Sequence[tuple[str, str | None]], case_ids: Sequence[str]) -> str:
+    """A run's id, from what it judges: the same spec (name, version, fingerprints), data, judges (label, model)
+    and cases give the same run; two specs that ask the same questions still have runs of their own.
 
     So a rerun of an unchanged spec is the run that is already stored, a run stopped midway is continued
     under its own id, and shards merged together are the run made in one go.
     """
-    material = json.dumps([judging_fp, analysis_fp, data_sha256, JUDGMENT_VERSION, [list(j) for j in judges],
+    material = json.dumps([list(spec), judging_fp, analysis_fp, data_sha256, JUDGMENT_VERSION, [list(j) for j in judges],
                            list(case_ids)])
     return "run_" + hashlib.sha256(material.encode("utf-8")).hexdigest()[:20]
 
@@ -220,8 +221,8 @@ def execute_run(parsed: ParsedSpec, options: RunOptions, on_progress: OnProgress
 def _judge(parsed: ParsedSpec, data_sha256: str, cases: list[Case], judges: tuple[Judge, ...],
            options: RunOptions, on_progress: OnProgress | None, say: Say) -> RunResult:
     """Reuse what is stored, stream the rest through the engine, and finish the run."""
-    run_id = run_id_for(parsed.judging_fp, parsed.analysis_fp, data_sha256, [(j.label, j.model) for j in judges],
-                        [c.id for c in cases])
+    run_id = run_id_for((parsed.name, parsed.spec.version), parsed.judging_fp, parsed.analysis_fp, data_sha256,
+                        [(j.label, j.model) for j in judges], [c.id for c in cases])
     keys = case_keys(parsed, cases, judges)
     with Store(options.db) as store:
         done = store.finished(run_id)

@@ -65,7 +65,7 @@ def _combine(store: Store, runs: list[RunInfo]) -> str:
                              "ORDER BY position", [ids]).fetchall()
     case_ids = [r[0] for r in rows]
     first = parts[0]
-    run_id = run_id_for(first.judging_fp, first.analysis_fp, first.data_sha256,
+    run_id = run_id_for((first.spec_name, first.spec_version), first.judging_fp, first.analysis_fp, first.data_sha256,
                         [(j.label, j.model) for j in first.judges], case_ids)
     settings = first.settings
     combined = type(settings)(cases=len(case_ids), model=settings.model, split=settings.split, limit=settings.limit,

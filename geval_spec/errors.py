@@ -11,8 +11,10 @@
     └── JudgeError               exit 3: the judge could not be used
         ├── JudgeUnreachable     connection refused, DNS, auth: nothing works
         ├── RetryBudgetSpent     too many retries: the run stopped early
-        └── MissingLogprobs      the provider returned no logprobs and the
-                                 spec's ``scoring.fallback`` is ``none``
+        ├── MissingLogprobs      the provider returned no logprobs and the
+        │                        spec's ``scoring.fallback`` is ``none``
+        └── CostCeiling          ``run --max-cost``: the estimate is above it,
+                                 or the spend reached it (the run resumes)
 
 A quality gate that fails (exit 1) is not an error: commands return it as a
 result. Ctrl-C exits 130. Anything else that escapes is a bug: the CLI prints
@@ -151,6 +153,10 @@ class RetryBudgetSpent(JudgeError):
 
 
 class MissingLogprobs(JudgeError):
+    pass
+
+
+class CostCeiling(JudgeError):
     pass
 
 

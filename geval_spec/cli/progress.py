@@ -1,9 +1,11 @@
 """Progress of a run on stderr: a rich bar with an ETA on a terminal, one plain line now and then otherwise.
 
-On a terminal the bar shows cases judged, the rate, cached answers, failures
-and cost. Anywhere else (CI logs, a file) a plain line is printed every 10%
-of the cases or every 30 s, whichever comes first, and once at the end:
-``demo: 5000/20000 cases (25%), 4800 sent, 200 cached, 3 failed, 41.2/s, ETA 6m05s``.
+On a terminal the bar shows cases judged, the current rate (answers and
+tokens per minute over the last 10 s), the pace of each judge model
+(paced to its limits, or adapting), cached answers, failures and cost.
+Anywhere else (CI logs, a file) a plain line is printed every 10% of the
+cases or every 30 s, whichever comes first, and once at the end:
+``demo: 5000/20000 cases (25%), 4800 sent, 200 cached, 3 failed, 2,472/min (paced to 2,500 rpm), ETA 6m05s``.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from geval_spec.cli.common import console, echo_err
 
 if TYPE_CHECKING:  # the runner is imported by the commands that run, when they run
     from geval_spec.runner.execute import Progress
+    from geval_spec.runner.pacing import PaceState
 
 PLAIN_EVERY = 30.0  # seconds
 PLAIN_STEP = 0.1  # share of the cases
@@ -27,10 +30,36 @@ def _duration(seconds: float) -> str:
     return f"{h}h{m:02d}m{s:02d}s" if h else (f"{m}m{s:02d}s" if m else f"{s}s")
 
 
+def _per_minute(value: float) -> str:
+    return f"{value / 1000:,.1f}k" if value >= 100_000 else f"{value:,.0f}"
+
+
+def pace_text(state: PaceState) -> str:
+    """One judge model's pace: "paced to 500 rpm, 200.0k tpm", "adapting: 12 in flight, 500 rpm learned"."""
+    limits = ", ".join(f"{_per_minute(v)} {unit}" for v, unit in ((state.rpm, "rpm"), (state.tpm, "tpm")) if v)
+    if state.mode == "declared":
+        text = f"paced to {limits}" if limits else ""
+    else:
+        text = f"adapting: {state.window} in flight" + (f", {limits} learned" if limits else "")
+    if state.held >= 0.5:
+        text += f"{', ' if text else ''}holding {state.held:.0f}s (429)"
+    return text
+
+
+def rate_text(p: Progress) -> str:
+    """The current rate, and each judge model's pace where there is one."""
+    answers, tokens = p.recent()
+    text = f"{_per_minute(answers)}/min"
+    if tokens:
+        text += f", {_per_minute(tokens)} tokens/min"
+    paces = [t for t in (pace_text(s) for s in p.pace) if t]
+    return text + (f" ({'; '.join(paces)})" if paces else "")
+
+
 def plain_line(label: str, p: Progress) -> str:
     share = p.cases_done / p.cases if p.cases else 1.0
     line = (f"{label}: {p.cases_done}/{p.cases} cases ({share:.0%}), {p.done} sent, {p.cached} cached, "
-            f"{p.failed} failed, {p.rate:.1f}/s")
+            f"{p.failed} failed, {rate_text(p)}")
     elapsed = time.monotonic() - p.started
     if 0 < share < 1 and elapsed > 0:
         line += f", ETA {_duration(elapsed * (1 - share) / share)}"
@@ -68,7 +97,7 @@ class ProgressView:
         self.last = p
         if self.bar is not None:
             cost = f" ${p.cost:.4f}" if p.cost else ""
-            info = (f"{p.rate:.1f}/s  sent {p.done}  cached {p.cached}  failed {p.failed}  retries {p.retries}"
+            info = (f"{rate_text(p)}  sent {p.done}  cached {p.cached}  failed {p.failed}  retries {p.retries}"
                     f"{cost}")
             self.bar.update(self.task, total=p.cases or None, completed=p.cases_done, info=info)
             return

@@ -49,8 +49,13 @@ def print_run(parsed: ParsedSpec, r: RunResult, gate_line: str, ref: str) -> Non
     reused = f"; {r.reused} cases reused from earlier runs" if r.reused else ""
     echo(f"requests: {r.requests} ({r.sent} sent, {r.cached} already answered, {r.failed} failed, "
          f"{r.retries} retries){reused}")
-    cached = f" ({r.cached_tokens:,} read from the provider's cache)" if r.cached_tokens else ""
-    echo(f"tokens: {r.prompt_tokens:,} in{cached}, {r.completion_tokens:,} out; cost {fmt_cost(r.cost)}")
+    cached = ""
+    if r.cached_tokens:
+        saved = f", saving {fmt_cost(r.cache_saved)}" if r.cache_saved is not None else ""
+        cached = (f" ({r.cached_tokens:,} = {100 * r.cached_tokens / max(1, r.prompt_tokens):.0f}% read from the "
+                  f"provider's cache{saved})")
+    reasoning = f" ({r.reasoning_tokens:,} of them reasoning)" if r.reasoning_tokens else ""
+    echo(f"tokens: {r.prompt_tokens:,} in{cached}, {r.completion_tokens:,} out{reasoning}; cost {fmt_cost(r.cost)}")
     echo(gate_line)
     echo(f"stored in {shown(Path(r.db))}; next: geval-spec report {r.run_id}  (or: geval-spec report {ref})")
     echo(r.run_id)
@@ -78,8 +83,36 @@ def run(
     shard: Optional[str] = typer.Option(None, "--shard", metavar="K/N",
                                         help="Only shard K of N of the cases (by a hash of the case id); merge the "
                                              "shards' stores with geval-spec merge."),
+    rpm: Optional[int] = typer.Option(None, "--rpm", min=1, help="Requests per minute for every judge (over "
+                                      "judge.limits.rpm); paced evenly."),
+    tpm: Optional[int] = typer.Option(None, "--tpm", min=1, help="Tokens per minute for every judge (over "
+                                      "judge.limits.tpm)."),
+    max_cost: Optional[float] = typer.Option(
+        None, "--max-cost", metavar="USD", min=0.0,
+        help="Refuse to start when the estimate is above USD; stop sending before the spend could pass it "
+             "(exit 3; the next run goes on)."),
 ) -> int:
-    """Judge the spec's cases, store every response and judgment; print the run id last."""
+    """Judge the spec's cases, store every response and judgment; print the run id last.
+
+    A request already answered in the store is never sent again; a stopped or killed run goes on where it
+    stopped; --dry-run prints the requests, tokens and cost and sends nothing.
+
+    \b
+    Examples:
+      geval-spec run summary-consistency --dry-run
+      geval-spec run summary-consistency
+      geval-spec run summary-consistency --split dev --limit 20 --concurrency 16
+      geval-spec run summary-consistency --rpm 500 --tpm 200000 --max-cost 5
+      geval-spec run summary-consistency --replay specs/cassettes/summary-consistency.jsonl
+
+    \b
+    Exit codes:
+      0    judged, and the gate passed or was not judged (--split, --shard)
+      1    the gate failed
+      2    invalid spec, data, template or arguments; a replayed request not in the cassette
+      3    judge unreachable, retry budget spent, no logprobs with fallback none, or --max-cost reached
+      130  Ctrl-C (the next run goes on)
+    """
     from geval_spec.analysis.gate import gate_after_run
     from geval_spec.output.junit import to_junit
     from geval_spec.runner.estimate import DryRun
@@ -94,7 +127,8 @@ def run(
     parsed = load_spec(proj.resolve(ref))
     options = RunOptions(db=db_path(db), model=model, split=split, limit=limit, concurrency=concurrency,
                          replay=replay, dry_run=dry_run, regenerate_steps=regenerate_steps,
-                         retry_budget=retry_budget, backoff=backoff, ref=ref, shard=shard_of)
+                         retry_budget=retry_budget, backoff=backoff, ref=ref, shard=shard_of, rpm=rpm, tpm=tpm,
+                         max_cost=max_cost)
     with ProgressView(parsed.name) as view:
         result = execute_run(parsed, options, on_progress=view.update, on_event=echo_err)
     if isinstance(result, DryRun):

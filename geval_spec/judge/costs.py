@@ -56,22 +56,30 @@ def _number(entry: dict[str, Any], key: str, default: float) -> float:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default
 
 
-@lru_cache(maxsize=256)
-def price(model: str) -> Price | None:
-    """The model's prices, or None when the offline cost map does not know it."""
+def model_entry(model: str) -> dict[str, Any] | None:
+    """The map's entry for a litellm model string (tried as written, then without its provider prefix)."""
     table = _prices()
     candidates = [model]
     if "/" in model:
         candidates.append(model.split("/", 1)[1])
     for name in candidates:
         entry = table.get(name)
-        if isinstance(entry, dict) and "input_cost_per_token" in entry:
-            inp = _number(entry, "input_cost_per_token", 0.0)
-            out = _number(entry, "output_cost_per_token", 0.0)
-            return Price(input=inp, output=out, cached_input=_number(entry, "cache_read_input_token_cost", inp),
-                         batch_input=_number(entry, "input_cost_per_token_batches", inp / 2),
-                         batch_output=_number(entry, "output_cost_per_token_batches", out / 2))
+        if isinstance(entry, dict):
+            return entry
     return None
+
+
+@lru_cache(maxsize=256)
+def price(model: str) -> Price | None:
+    """The model's prices, or None when the offline cost map does not know it."""
+    entry = model_entry(model)
+    if entry is None or "input_cost_per_token" not in entry:
+        return None
+    inp = _number(entry, "input_cost_per_token", 0.0)
+    out = _number(entry, "output_cost_per_token", 0.0)
+    return Price(input=inp, output=out, cached_input=_number(entry, "cache_read_input_token_cost", inp),
+                 batch_input=_number(entry, "input_cost_per_token_batches", inp / 2),
+                 batch_output=_number(entry, "output_cost_per_token_batches", out / 2))
 
 
 def cost(model: str, prompt_tokens: int | None, completion_tokens: int | None, cached_tokens: int | None = None,

@@ -14,6 +14,7 @@ from typing import Mapping, Sequence
 
 from geval_spec.dataset.cases import Case
 from geval_spec.errors import SpecError
+from geval_spec.judge.models import CACHE_MARK, facts
 from geval_spec.judge.precheck import precheck
 from geval_spec.judge.render import Renderer, renderer_for
 from geval_spec.judge.types import JsonObject, Method, Purpose, Rendered, Request
@@ -36,6 +37,10 @@ def request_body(judge: Judge, messages: list[dict[str, str]], *, logprobs: bool
         body["n"] = n
     if judge.json_mode:
         body["response_format"] = {"type": "json_object"}
+    if judge.params:
+        body.update(judge.params)  # keys geval-spec sets are refused when the spec is read
+    if judge.cache_prefix and facts(judge.model).needs_cache_mark:
+        body["cache_control_injection_points"] = CACHE_MARK
     return body
 
 

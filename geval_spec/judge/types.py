@@ -128,6 +128,19 @@ class Completion:
     raw_text: str = ""  # the body exactly as received (what the journal and the store keep)
     cached_tokens: int | None = None
     reasoning_tokens: int | None = None
+    limits: RateInfo | None = None  # the provider's x-ratelimit-* headers with this answer
+
+
+@dataclass(frozen=True)
+class RateInfo:
+    """What a provider's ``x-ratelimit-*`` headers said with one answer; None where a header was absent."""
+
+    limit_requests: int | None = None  # per minute
+    limit_tokens: int | None = None
+    remaining_requests: int | None = None
+    remaining_tokens: int | None = None
+    reset_requests: float | None = None  # seconds until the request budget is full again
+    reset_tokens: float | None = None
 
 
 @dataclass(frozen=True)

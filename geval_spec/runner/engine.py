@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import AsyncIterator, Callable, Mapping, Sequence
 
 from geval_spec.dataset.cases import Case
-from geval_spec.errors import EXIT_INTERRUPTED, GevalError, JudgeError
+from geval_spec.errors import EXIT_INTERRUPTED, CostCeiling, GevalError, JudgeError
 from geval_spec.judge.clients.base import completion_of
 from geval_spec.judge.precheck import precheck
 from geval_spec.judge.requests import method_requests, prepare_requests
@@ -231,6 +231,13 @@ class Engine:
             asyncio.run(main())
         finally:
             self._flush_judgments()
+        if self.executor.cost_stopped and self.executor.ceiling is not None:
+            c = self.executor.ceiling
+            raise CostCeiling(
+                f"--max-cost ${c.limit:.4f} reached: this run spent ${c.total:.4f} and held back the rest "
+                f"(the next request could have taken it past the ceiling); {self.progress.cases_done} of "
+                f"{self.progress.cases} cases judged. What was received is stored: run again with a higher "
+                "--max-cost (or --batch, at the batch price) to judge the rest; nothing answered is sent again")
         if self.executor.stopping:
             raise Interrupted(f"interrupted: {self.progress.cases_done} of {self.progress.cases} cases judged; "
                               "what was received is stored, run the same command again to go on")

@@ -32,14 +32,18 @@ from pathlib import Path
 from typing import AsyncIterator, Callable, Sequence
 
 from geval_spec.errors import GevalError, InputError, JudgeUnreachable, Problem, RetryBudgetSpent
-from geval_spec.judge.clients import client_class
+from geval_spec.judge import costs
+from geval_spec.judge.clients import client_class, client_name
 from geval_spec.judge.clients.base import Client, TransportError
 from geval_spec.judge.types import Completion, Request
+from geval_spec.runner.budget import Ceiling
+from geval_spec.runner.pacing import Pacer, PaceState, rate_cost
 from geval_spec.spec.sections import Judge
 from geval_spec.store.journal import Journal
 from geval_spec.store.records import ResponseRecord
 
 MAX_DELAY = 30.0
+RECENT = 10  # seconds over which progress shows the current rate
 UNREACHABLE_AFTER = 3  # connection failures with no success yet
 
 
@@ -59,13 +63,34 @@ class Progress:
     in_flight: int = 0
     cases: int = 0  # cases of the run
     cases_done: int = 0  # cases judged (or reused)
+    cache_saved: float = 0.0  # USD the provider's prompt cache saved
     started: float = field(default_factory=time.monotonic)
+    pace: tuple[PaceState, ...] = ()  # each judge model's pace, as of the last answer
+    _seconds: dict[int, tuple[int, int]] = field(default_factory=dict)  # second -> (answers, rate tokens)
 
     @property
     def rate(self) -> float:
         """Answers received per second so far."""
         elapsed = time.monotonic() - self.started
         return self.done / elapsed if elapsed > 0 else 0.0
+
+    def mark(self, tokens: int) -> None:
+        """Count one answer (and its tokens) towards the current rate."""
+        now = int(time.monotonic())
+        answers, toks = self._seconds.get(now, (0, 0))
+        self._seconds[now] = (answers + 1, toks + tokens)
+        if len(self._seconds) > RECENT + 2:
+            for second in [k for k in self._seconds if k < now - RECENT]:
+                del self._seconds[second]
+
+    def recent(self) -> tuple[float, float]:
+        """Answers and tokens per minute over the last RECENT whole seconds (since the start, if sooner)."""
+        now = int(time.monotonic())
+        span = min(RECENT, now - int(self.started))
+        if span < 1:
+            return self.rate * 60.0, 0.0
+        window = [v for sec, v in self._seconds.items() if now - span <= sec < now]
+        return sum(a for a, _ in window) * 60.0 / span, sum(t for _, t in window) * 60.0 / span
 
 
 @dataclass
@@ -95,40 +120,64 @@ class Settings:
     concurrency: int = 8
     retry_budget: int = 100
     seed: int | None = None  # jitter seed (tests)
+    max_cost: float | None = None  # run --max-cost (USD)
 
 
 @dataclass(frozen=True)
 class Route:
-    """Where one request goes and how patiently: the judge's client and settings."""
+    """Where one request goes and how patiently: the judge's client, its pace and settings."""
 
     client: Client
+    pacer: Pacer
     timeout: float = 120.0
     max_retries: int = 4
     backoff: float = 0.5
 
 
+@dataclass(frozen=True)
+class LimitOverride:
+    """``run --rpm/--tpm``: limits for every judge, over the spec's ``judge.limits``."""
+
+    rpm: int | None = None
+    tpm: int | None = None
+
+
 class Routes:
-    """One client per judge (or one replay client for all), created when the run starts sending."""
+    """One client per judge (or one replay client for all), created when the run starts sending.
+
+    Judges with the same client, server and model share one pacer: a provider's limits are per model.
+    """
 
     def __init__(self, judges: Sequence[Judge], concurrency: int, replay: Path | None = None,
-                 backoff: float | None = None) -> None:
+                 backoff: float | None = None, limits: LimitOverride | None = None) -> None:
         self.by_label: dict[str, Route] = {}
         self.clients: list[Client] = []
+        self.pacers: dict[tuple[str, str, str], Pacer] = {}
         shared: Client | None = None
         if replay is not None:
             shared = client_class("replay")(replay)
             self.clients.append(shared)
         for judge in judges:
             client = shared
+            name = "replay" if shared is not None else client_name(judge.client, judge.model)
             if client is None:
                 try:
-                    cls = client_class(judge.client)
+                    cls = client_class(name)
                 except KeyError:
                     raise InputError(problems=[Problem(f"unknown judge client {judge.client!r}")]) from None
                 client = cls(judge.api_base, concurrency)
                 self.clients.append(client)
-            self.by_label[judge.label] = Route(client=client, timeout=judge.timeout, max_retries=judge.max_retries,
+            key = (name, judge.api_base or "", judge.model)
+            if key not in self.pacers:
+                rpm = limits.rpm if limits and limits.rpm else (judge.limits.rpm if judge.limits else None)
+                tpm = limits.tpm if limits and limits.tpm else (judge.limits.tpm if judge.limits else None)
+                self.pacers[key] = Pacer(rpm, tpm, concurrency, adaptive=shared is None)
+            self.by_label[judge.label] = Route(client=client, pacer=self.pacers[key], timeout=judge.timeout,
+                                               max_retries=judge.max_retries,
                                                backoff=backoff if backoff is not None else 0.5)
+
+    def pace(self) -> tuple[PaceState, ...]:
+        return tuple(p.state() for p in self.pacers.values())
 
     def __call__(self, request: Request) -> Route:
         return self.by_label[request.judge]
@@ -143,6 +192,12 @@ class Routes:
 
 Check = Callable[[Request, Completion], GevalError | None]  # stops the run when it returns an error
 Sink = Callable[[ResponseRecord], None]  # where records go after the journal (the store's gate)
+
+
+def cache_saving(model: str, cached_tokens: int) -> float:
+    """What the provider's prompt cache saved on ``cached_tokens`` prompt tokens (0 when unpriced)."""
+    price = costs.price(model)
+    return cached_tokens * (price.input - price.cached_input) if price is not None else 0.0
 
 
 def response_record(run_id: str, request: Request, attempt: int, completion: Completion | None,
@@ -173,6 +228,8 @@ class Executor:
         self.on_progress = on_progress or (lambda p: None)
         self.check = check
         self.budget = RetryBudget(settings.retry_budget)
+        self.ceiling = Ceiling(settings.max_cost) if settings.max_cost is not None else None
+        self.cost_stopped = False  # the ceiling held requests back
         self.rng = random.Random(settings.seed)
         self.successes = 0
         self.connection_failures = 0
@@ -216,10 +273,15 @@ class Executor:
         p.completion_tokens += completion.completion_tokens or 0
         p.cached_tokens += completion.cached_tokens or 0
         p.reasoning_tokens += completion.reasoning_tokens or 0
+        p.mark((completion.prompt_tokens or 0) + (completion.completion_tokens or 0))
         if completion.cost is None:
             p.unpriced += 1
         else:
             p.cost += completion.cost
+            if completion.cached_tokens:
+                p.cache_saved += cache_saving(request.model, completion.cached_tokens)
+        if self.ceiling is not None:
+            self.ceiling.settle(request, completion.cost)
         if self.check is not None:
             problem = self.check(request, completion)
             if problem is not None:
@@ -227,14 +289,21 @@ class Executor:
 
     async def _one(self, request: Request) -> Outcome:
         route = self.route(request)
+        pacer = route.pacer
+        cost = rate_cost(request.body) if pacer.counts_tokens else 0
         attempt = 0
         while True:
+            ticket = await pacer.acquire(cost)
             try:
                 completion = await route.client.complete(request.body, route.timeout, key=request.hash)
             except TransportError as exc:
+                pacer.release(ticket, rate_limited=exc.kind == "rate_limit", retry_after=exc.retry_after,
+                              limits=exc.limits)
                 self._failed_attempt(request, attempt, exc)
                 if not exc.retryable or attempt >= route.max_retries:
                     self.progress.failed += 1
+                    if self.ceiling is not None:
+                        self.ceiling.settle(request, None)
                     return Outcome(request, error=f"{exc} (after {attempt + 1} attempt{'s' if attempt else ''})",
                                    attempts=attempt + 1, transport_failure=True)
                 if not self.budget.take():
@@ -244,6 +313,12 @@ class Executor:
                 await asyncio.sleep(self._delay(attempt, exc, route.backoff))
                 attempt += 1
                 continue
+            except BaseException:
+                pacer.release(ticket)
+                if self.ceiling is not None:
+                    self.ceiling.settle(request, None)
+                raise
+            pacer.release(ticket, limits=completion.limits)
             self._received(request, attempt, completion)
             return Outcome(request, completion=completion, attempts=attempt + 1)
 
@@ -269,12 +344,17 @@ class Executor:
                 request = await queue.get()
                 if request is None or self.stopping or self.stop is not None:
                     return
+                if self.ceiling is not None and not self.ceiling.admit(request):
+                    self.cost_stopped = True  # send nothing new; what is in flight finishes
+                    self.stop_sending()
+                    return
                 self.progress.in_flight += 1
                 try:
                     outcome = await self._one(request)
                 finally:
                     self.progress.in_flight -= 1
                 on_outcome(outcome)
+                self.progress.pace = self.route.pace()
                 self.on_progress(self.progress)
 
         producer = asyncio.ensure_future(produce())

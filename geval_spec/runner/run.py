@@ -33,14 +33,17 @@ from typing import Callable, Sequence
 from geval_spec import __version__
 from geval_spec.dataset.cases import Case, read_cases
 from geval_spec.dataset.splits import assign_splits
-from geval_spec.errors import GevalError, InputError, MissingLogprobs, Problem
+from geval_spec.errors import CostCeiling, GevalError, InputError, MissingLogprobs, Problem
+from geval_spec.judge import costs
+from geval_spec.judge.clients import client_name, warm_up
+from geval_spec.judge.models import model_problems
 from geval_spec.judge.requests import prepare_requests, unique
 from geval_spec.judge.scoring import missing_logprobs
 from geval_spec.judge.types import Completion, Request
 from geval_spec.plugins import load_plugins
 from geval_spec.runner.engine import Engine, Interrupted
 from geval_spec.runner.estimate import DryRun, estimate
-from geval_spec.runner.execute import Check, Progress, Routes, Settings
+from geval_spec.runner.execute import Check, LimitOverride, Progress, Routes, Settings
 from geval_spec.runner.steps import generate_steps, needs_steps
 from geval_spec.spec.load import ParsedSpec
 from geval_spec.spec.sections import Judge, Spec
@@ -69,6 +72,9 @@ class RunOptions:
     backoff: float | None = None  # overrides every judge's backoff base (seconds)
     ref: str = ""
     shard: tuple[int, int] | None = None  # (K, N): only the cases of shard K of N
+    rpm: int | None = None  # over every judge's judge.limits
+    tpm: int | None = None
+    max_cost: float | None = None  # USD this run may spend
 
 
 @dataclass(frozen=True)
@@ -92,6 +98,8 @@ class RunResult:
     reused: int = 0  # cases whose judgment was copied from an earlier run
     cached_tokens: int = 0
     db: str = ""
+    reasoning_tokens: int = 0
+    cache_saved: float | None = None  # USD the provider's prompt cache saved (None: no price known)
 
 
 def select_cases(parsed: ParsedSpec, cases: Sequence[Case], split: str | None, limit: int | None) -> list[Case]:
@@ -193,11 +201,31 @@ def _dry_run(parsed: ParsedSpec, cases: Sequence[Case], judges: tuple[Judge, ...
         return estimate(plan, pending, store.typical_output_tokens(parsed.judging_fp))
 
 
+def _check_ceiling(plan: DryRun, max_cost: float) -> None:
+    """Refuse a run whose estimate is above ``--max-cost``, or whose cost cannot be known."""
+    if plan.unpriced_models:
+        raise InputError(problems=[Problem(
+            f"--max-cost cannot be enforced: litellm's cost map has no price for {', '.join(plan.unpriced_models)}",
+            hint="run without --max-cost, or use a model with a known price")])
+    if plan.cost_estimate is not None and plan.cost_estimate > max_cost:
+        basis = "typical output of earlier runs" if plan.output_tokens_typical is not None else "max_tokens"
+        raise CostCeiling(
+            f"--max-cost ${max_cost:.4f}: the estimate for this run is ${plan.cost_estimate:.4f} "
+            f"({plan.to_send} request(s) to send, {plan.input_tokens:,} input tokens, output at {basis}); "
+            "nothing was sent. Raise --max-cost, judge fewer cases (--limit, --split, --shard), or use --batch")
+
+
 def execute_run(parsed: ParsedSpec, options: RunOptions, on_progress: OnProgress | None = None,
                 on_event: Say | None = None) -> RunResult | DryRun:
     """Run ``parsed`` with ``options``; return the dry-run plan or the run's result."""
     say: Say = on_event or (lambda text: None)
     judges = panel_for(parsed, options.model)
+    problems = model_problems(parsed, judges, from_cli=options.model is not None)
+    if problems:
+        raise InputError(problems=problems)
+    if not options.dry_run and options.replay is None and any(
+            client_name(j.client, j.model) == "litellm" for j in judges):
+        warm_up("litellm")  # seconds of import, while the data is read and the first prompts rendered
     dataset = read_cases(parsed)
     cases = select_cases(parsed, dataset.cases, options.split, options.limit)
     if options.shard is not None:
@@ -207,6 +235,8 @@ def execute_run(parsed: ParsedSpec, options: RunOptions, on_progress: OnProgress
             raise InputError(problems=[Problem(f"--shard {shard[0]}/{shard[1]}: no cases fall in this shard")])
     if options.dry_run:
         return _dry_run(parsed, cases, judges, options)
+    if options.max_cost is not None:
+        _check_ceiling(_dry_run(parsed, cases, judges, options), options.max_cost)
     steps_generated = needs_steps(parsed, options.regenerate_steps)
     with Store(options.db) as store:
         if store.recovered:
@@ -251,9 +281,11 @@ def _judge(parsed: ParsedSpec, data_sha256: str, cases: list[Case], judges: tupl
             store.delete_run(earlier)
         answers_exist = store.has_answers([j.model for j in judges])
     progress = Progress(cases=len(cases), cases_done=len(reused))
-    routes = Routes(judges, options.concurrency, options.replay, options.backoff)
+    routes = Routes(judges, options.concurrency, options.replay, options.backoff,
+                    LimitOverride(options.rpm, options.tpm))
     settings = Settings(concurrency=options.concurrency, retry_budget=options.retry_budget
-                        if options.retry_budget is not None else max(20, len(cases) - len(reused)))
+                        if options.retry_budget is not None else max(20, len(cases) - len(reused)),
+                        max_cost=options.max_cost)
     gate = StoreGate(options.db)
     engine = Engine(parsed, judges, run_id, gate, journal, routes, settings, keys, answers_exist,
                     logprobs_check(parsed.spec), on_progress, say, progress)
@@ -262,7 +294,7 @@ def _judge(parsed: ParsedSpec, data_sha256: str, cases: list[Case], judges: tupl
     try:
         engine.run([c for c in cases if c.id not in reused], routes)
         status = "completed"
-    except Interrupted as exc:
+    except (Interrupted, CostCeiling) as exc:
         status, error = "interrupted", str(exc)
         raise
     except BaseException as exc:
@@ -285,4 +317,13 @@ def _summary(store: Store, run_id: str, name: str, n_cases: int, progress: Progr
         sent=progress.done + progress.failed, cached=progress.cached, failed=progress.failed,
         retries=progress.retries, prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
         cost=usage.cost, methods=methods, invalid_reasons=tuple(reasons), reused=reused,
-        cached_tokens=usage.cached_tokens, db=str(db))
+        cached_tokens=usage.cached_tokens, db=str(db), reasoning_tokens=usage.reasoning_tokens,
+        cache_saved=_saved(usage.cached_by_model))
+
+
+def _saved(cached_by_model: Sequence[tuple[str, int]]) -> float | None:
+    """What reading prompt tokens from the provider's cache saved, at each model's prices."""
+    prices = [(costs.price(model), n) for model, n in cached_by_model]
+    if any(p is None for p, _ in prices):
+        return None
+    return sum(n * (p.input - p.cached_input) for p, n in prices if p is not None)

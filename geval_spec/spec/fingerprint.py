@@ -27,6 +27,7 @@ from typing import Any
 from geval_spec.spec.sections import Spec
 
 REQUEST_KEYS = ("model", "temperature", "max_tokens", "seed", "top_logprobs", "json_mode", "supports_n")
+LATER_REQUEST_KEYS: dict[str, Any] = {"params": {}, "cache_prefix": False}  # in the fingerprint when set
 
 
 def canonical(value: Any) -> str:
@@ -51,8 +52,7 @@ def judging_view(spec: Spec, steps: tuple[str, ...], template_text: str) -> dict
         "steps": list(steps) if steps else s["steps"],
         "rubric": s["rubric"],
         "template": hashlib.sha256(template_text.encode("utf-8")).hexdigest(),
-        "judges": [{k: j[k] for k in REQUEST_KEYS} for j in
-                   ([s["judge"]] if s.get("judge") else s.get("judges") or [])],
+        "judges": [_judge_view(j) for j in ([s["judge"]] if s.get("judge") else s.get("judges") or [])],
         "scoring": scoring,
         "language": language,
         "bias": {"position_swap": spec.bias.position_swap, "penalize_length": spec.bias.length == "penalize"},
@@ -61,11 +61,19 @@ def judging_view(spec: Spec, steps: tuple[str, ...], template_text: str) -> dict
     }
 
 
+def _judge_view(judge: dict[str, Any]) -> dict[str, Any]:
+    view = {k: judge[k] for k in REQUEST_KEYS}
+    view.update({k: judge[k] for k, default in LATER_REQUEST_KEYS.items() if judge.get(k, default) != default})
+    return view
+
+
 # Keys added after the first release enter a fingerprint only when they differ from their default, so an
 # upgrade leaves every existing fingerprint (and every report that shows it) as it was.
 LATER_DEFAULTS: dict[tuple[str, str], Any] = {("calibration", "rule"): "point",
                                               ("scoring", "min_valid_samples"): None}
 LATER_SECTIONS = ("estimate",)  # top-level sections added later: left out when unset
+# Judge keys added later, and their defaults; ``client`` was litellm by default before auto.
+LATER_JUDGE_DEFAULTS: dict[str, Any] = {**LATER_REQUEST_KEYS, "limits": None, "client": "auto"}
 
 
 def shown_dump(spec: Spec) -> dict[str, Any]:
@@ -77,6 +85,10 @@ def shown_dump(spec: Spec) -> dict[str, Any]:
     for section in LATER_SECTIONS:
         if s.get(section) is None:
             s.pop(section, None)
+    for judge in ([s["judge"]] if s.get("judge") else s.get("judges") or []):
+        for key, default in LATER_JUDGE_DEFAULTS.items():
+            if judge.get(key, default) == default:
+                judge.pop(key, None)
     return s
 
 

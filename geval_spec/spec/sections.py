@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, JsonValue, Tag, field_validator, model_validator
 
 SplitName = Literal["examples", "dev", "test"]
 SPLITS: tuple[SplitName, ...] = ("examples", "dev", "test")  # in the order fractions are laid out
@@ -112,6 +112,22 @@ class Aggregation(Base):
         default="invalid", description="Score of a judgment with no statements: invalid, 0 or 1.")
 
 
+# Request keys geval-spec sets from the spec, and litellm's connection keys; judge.params may not set them.
+RESERVED_PARAMS = frozenset({
+    "model", "messages", "temperature", "max_tokens", "max_completion_tokens", "seed", "logprobs", "top_logprobs",
+    "n", "response_format", "stream", "stream_options", "api_key", "api_base", "base_url", "api_version",
+    "organization", "extra_headers", "headers", "timeout", "num_retries", "cache_control_injection_points",
+    "metadata", "user", "tools", "tool_choice", "functions"})
+
+
+class Limits(Base):
+    rpm: int | None = Field(default=None, ge=1, le=100_000_000, description="Requests per minute.")
+    tpm: int | None = Field(
+        default=None, ge=1, le=100_000_000_000,
+        description="Tokens per minute, counted as providers count them before answering: a quarter of the "
+        "prompt's characters plus max_tokens for each completion asked for.")
+
+
 class Judge(Base):
     model: str = Field(min_length=1, description="A litellm model string, e.g. openai/gpt-4.1-mini.")
     name: str | None = Field(default=None, description="Label in reports (default: the model string).")
@@ -127,12 +143,34 @@ class Judge(Base):
                              description="method samples: ask for n completions in one request (else n requests).")
     api_base: str | None = Field(default=None, pattern=r"^https?://",
                                  description="Base URL of any OpenAI-compatible server.")
-    client: Literal["litellm", "openai-http"] = Field(
-        default="litellm",
-        description="litellm (any provider) or openai-http (a pooled direct client for OpenAI-compatible "
-        "endpoints, much lower overhead). Both send the same requests.")
+    client: Literal["auto", "litellm", "openai-http"] = Field(
+        default="auto",
+        description="auto (openai-http for openai/ models, including any OpenAI-compatible api_base; litellm "
+        "for every other provider), litellm (any provider) or openai-http (a pooled direct client for "
+        "OpenAI-compatible endpoints, much lower overhead). All send the same requests.")
     timeout: float = Field(default=120.0, gt=0, le=3600, description="Seconds per request before it is retried.")
     max_retries: int = Field(default=4, ge=0, le=20, description="Retries per request after the first attempt.")
+    limits: Limits | None = Field(
+        default=None, description="The provider's rate limits for this model; requests are paced to stay under "
+        "them. Without limits, concurrency adapts to the provider's 429s and x-ratelimit headers.")
+    params: dict[Annotated[str, Field(pattern=IDENTIFIER)], JsonValue] = Field(
+        default_factory=dict,
+        description="Provider settings passed through as they are, e.g. reasoning_effort: low, top_p: 0.9. They "
+        "go into every request and the judging fingerprint. Keys geval-spec sets itself are refused.")
+    cache_prefix: bool = Field(
+        strict=True, default=False,
+        description="Mark the static prompt prefix (the system message) for providers that cache only marked "
+        "prefixes (Anthropic, Bedrock, Vertex, Gemini through litellm). OpenAI caches prefixes by itself.")
+
+    @field_validator("params")
+    @classmethod
+    def _own_keys(cls, value: dict[str, JsonValue]) -> dict[str, JsonValue]:
+        taken = sorted(set(value) & RESERVED_PARAMS)
+        if taken:
+            raise ValueError(f"{', '.join(taken)}: set by geval-spec itself; use the judge's own keys "
+                             "(temperature, max_tokens, seed, top_logprobs, json_mode) or the scoring method "
+                             "instead, and credentials through the environment")
+        return value
 
     @property
     def label(self) -> str:

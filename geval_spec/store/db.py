@@ -351,9 +351,12 @@ class Store:
             "SELECT count(*), sum(prompt_tokens), sum(completion_tokens), sum(cost), count(cost), "
             "sum(cached_tokens), sum(reasoning_tokens) FROM answers WHERE run_id = ?", [run_id]).fetchone()
         failed = self.con.execute("SELECT count(*) FROM failures WHERE run_id = ?", [run_id]).fetchone()[0]
+        by_model = self.con.execute(
+            "SELECT q.model, sum(a.cached_tokens) FROM answers a JOIN requests q USING (request_hash) "
+            "WHERE a.run_id = ? AND a.cached_tokens > 0 GROUP BY q.model ORDER BY q.model", [run_id]).fetchall()
         return Usage(received=received, failed_attempts=failed, prompt_tokens=pt or 0, completion_tokens=ct or 0,
                      cost=(cost or 0.0) if priced == received else None, cached_tokens=cached or 0,
-                     reasoning_tokens=reasoning or 0)
+                     reasoning_tokens=reasoning or 0, cached_by_model=tuple((m, int(n)) for m, n in by_model))
 
     def export_responses(self, run_id: str) -> list[Recorded]:
         """Every answered request of a run, with the body that was sent, in the run's order."""

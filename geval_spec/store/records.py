@@ -163,3 +163,4 @@ class Usage:
     cost: float | None  # None when a received response has no price
     cached_tokens: int = 0
     reasoning_tokens: int = 0
+    cached_by_model: tuple[tuple[str, int], ...] = ()  # prompt tokens read from the provider's cache, per model

@@ -7,9 +7,10 @@ for a failed attempt; the runner decides whether to retry.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Mapping, Protocol
 
-from geval_spec.judge.types import Choice, Completion, JsonObject, Logprobs, Recorded
+from geval_spec.judge.types import Choice, Completion, JsonObject, Logprobs, RateInfo, Recorded
 
 
 class TransportError(Exception):
@@ -20,11 +21,12 @@ class TransportError(Exception):
     """
 
     def __init__(self, kind: str, message: str, *, status: int | None = None,
-                 retry_after: float | None = None) -> None:
+                 retry_after: float | None = None, limits: RateInfo | None = None) -> None:
         super().__init__(message)
         self.kind = kind
         self.status = status
         self.retry_after = retry_after
+        self.limits = limits
 
     @property
     def retryable(self) -> bool:
@@ -68,6 +70,49 @@ def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
         return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
 
 
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+
+
+def duration_seconds(text: str) -> float | None:
+    """OpenAI's reset durations ("0s", "120ms", "1.5s", "6m0s", "1h2m3s") and bare seconds, as seconds."""
+    text = text.strip()
+    try:
+        return max(0.0, float(text))
+    except ValueError:
+        pass
+    parts = _DURATION.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        return None
+    scale = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+    return sum(float(n) * scale[u] for n, u in parts)
+
+
+def rate_info(headers: Mapping[str, str] | None) -> RateInfo | None:
+    """The ``x-ratelimit-*`` headers (also as litellm passes them on, prefixed ``llm_provider-``); None if absent."""
+    if not headers:
+        return None
+    found: dict[str, str] = {}
+    for key, value in headers.items():
+        k = str(key).lower().removeprefix("llm_provider-")
+        if k.startswith("x-ratelimit-"):
+            found[k[len("x-ratelimit-"):]] = str(value)
+    if not found:
+        return None
+
+    def number(name: str) -> int | None:
+        try:
+            return int(float(found[name])) if name in found else None
+        except ValueError:
+            return None
+
+    def seconds(name: str) -> float | None:
+        return duration_seconds(found[name]) if name in found else None
+
+    return RateInfo(limit_requests=number("limit-requests"), limit_tokens=number("limit-tokens"),
+                    remaining_requests=number("remaining-requests"), remaining_tokens=number("remaining-tokens"),
+                    reset_requests=seconds("reset-requests"), reset_tokens=seconds("reset-tokens"))
+
+
 def _count(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -90,7 +135,8 @@ def usage_of(data: JsonObject) -> tuple[int | None, int | None, int | None, int 
     return _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens")), cached, reasoning
 
 
-def completion_from_openai(data: JsonObject, model: str, latency_ms: float, raw_text: str = "") -> Completion:
+def completion_from_openai(data: JsonObject, model: str, latency_ms: float, raw_text: str = "",
+                           limits: RateInfo | None = None) -> Completion:
     """Parse an OpenAI chat.completion JSON body; raise TransportError(malformed) if it is not one.
 
     Token logprobs are kept as the body has them and read only where they are needed (:class:`Logprobs`).
@@ -112,7 +158,7 @@ def completion_from_openai(data: JsonObject, model: str, latency_ms: float, raw_
     pt, ct, cached, reasoning = usage_of(data)
     return Completion(choices=tuple(choices), prompt_tokens=pt, completion_tokens=ct,
                       cost=costs.cost(model, pt, ct, cached), latency_ms=latency_ms, raw=data, raw_text=raw_text,
-                      cached_tokens=cached, reasoning_tokens=reasoning)
+                      cached_tokens=cached, reasoning_tokens=reasoning, limits=limits)
 
 
 def completion_of(recorded: Recorded, model: str) -> Completion:

@@ -1,8 +1,9 @@
 """A direct client for OpenAI-compatible chat endpoints: one pooled aiohttp session.
 
-Chosen per judge with ``client: openai-http``. It sends exactly the request
-body geval-spec planned (the model name without litellm's ``openai/``
-prefix), with ``Authorization: Bearer $OPENAI_API_KEY`` when that variable is
+Chosen per judge with ``client: openai-http``, and by ``client: auto`` for
+``openai/`` models. It sends the request body geval-spec planned (the model
+name without litellm's ``openai/`` prefix; ``max_completion_tokens`` for
+reasoning models), with ``Authorization: Bearer $OPENAI_API_KEY`` when that variable is
 set. The key is read from the environment at call time and never stored.
 """
 
@@ -14,21 +15,34 @@ import os
 import time
 from typing import Any
 
-from geval_spec.judge.clients.base import TransportError, completion_from_openai, retry_after_seconds
+from geval_spec.judge.clients.base import TransportError, completion_from_openai, rate_info, retry_after_seconds
+from geval_spec.judge.models import facts
 from geval_spec.judge.types import Completion, JsonObject
 
 DEFAULT_BASE = "https://api.openai.com/v1"
+LITELLM_ONLY = frozenset({"cache_control_injection_points"})
 
 
 def wire_model(model: str) -> str:
     return model.split("/", 1)[1] if model.startswith("openai/") else model
 
 
+def wire_body(body: JsonObject) -> JsonObject:
+    """The planned body as OpenAI's API takes it: the model without ``openai/``, ``max_completion_tokens`` for
+    reasoning models (which refuse ``max_tokens``), and no litellm-only keys."""
+    payload = {k: v for k, v in body.items() if k not in LITELLM_ONLY}
+    payload["model"] = wire_model(body["model"])
+    if "max_tokens" in payload and facts(body["model"]).reasoning:
+        payload["max_completion_tokens"] = payload.pop("max_tokens")
+    return payload
+
+
 class HttpClient:
     name = "openai-http"
 
     def __init__(self, api_base: str | None, concurrency: int) -> None:
-        self.api_base = (api_base or os.environ.get("OPENAI_API_BASE") or DEFAULT_BASE).rstrip("/")
+        self.api_base = (api_base or os.environ.get("OPENAI_API_BASE") or os.environ.get("OPENAI_BASE_URL")
+                         or DEFAULT_BASE).rstrip("/")
         self.concurrency = concurrency
         self._session: Any = None
 
@@ -44,8 +58,7 @@ class HttpClient:
         import aiohttp
 
         session = await self._get_session()
-        payload = dict(body)
-        payload["model"] = wire_model(body["model"])
+        payload = wire_body(body)
         headers = {"Content-Type": "application/json"}
         key = os.environ.get("OPENAI_API_KEY")
         if key:
@@ -57,6 +70,7 @@ class HttpClient:
                 text = await resp.text()
                 status = resp.status
                 retry_after = retry_after_seconds(resp.headers)
+                limits = rate_info(resp.headers)
         except asyncio.TimeoutError:
             raise TransportError("timeout", f"no answer within {timeout:g} s") from None
         except aiohttp.ClientConnectorError as exc:
@@ -67,9 +81,11 @@ class HttpClient:
         if status != 200:
             detail = _error_message(text)
             if status == 429:
-                raise TransportError("rate_limit", f"HTTP 429: {detail}", status=status, retry_after=retry_after)
+                raise TransportError("rate_limit", f"HTTP 429: {detail}", status=status, retry_after=retry_after,
+                                     limits=limits)
             if status >= 500 or status == 408:
-                raise TransportError("server", f"HTTP {status}: {detail}", status=status, retry_after=retry_after)
+                raise TransportError("server", f"HTTP {status}: {detail}", status=status, retry_after=retry_after,
+                                     limits=limits)
             if status in (401, 403):
                 raise TransportError("auth", f"HTTP {status}: {detail}", status=status)
             raise TransportError("client", f"HTTP {status}: {detail}", status=status)
@@ -77,7 +93,7 @@ class HttpClient:
             data = json.loads(text)
         except ValueError:
             raise TransportError("malformed", f"response body is not JSON: {text[:80]!r}") from None
-        return completion_from_openai(data, body["model"], latency)
+        return completion_from_openai(data, body["model"], latency, limits=limits)
 
     async def close(self) -> None:
         if self._session is not None:

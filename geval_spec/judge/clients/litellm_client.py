@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
+from typing import Any, Mapping
 
-from geval_spec.judge.clients.base import TransportError, completion_from_openai, retry_after_seconds
+from geval_spec.judge.clients.base import TransportError, completion_from_openai, rate_info, retry_after_seconds
 from geval_spec.judge.types import Completion, JsonObject
 
 _litellm: Any = None
@@ -42,6 +42,14 @@ class LitellmClient:
         self.api_base = api_base
         self.concurrency = concurrency
 
+    @staticmethod
+    def warm_up() -> None:
+        """Import litellm (seconds of CPU) ahead of the first call; errors surface at that call instead."""
+        try:
+            _import()
+        except Exception:
+            pass
+
     async def complete(self, body: JsonObject, timeout: float, key: str | None = None) -> Completion:
         litellm = _import()
         kwargs = dict(body)
@@ -56,7 +64,10 @@ class LitellmClient:
             raise _transport_error(exc) from None
         latency = (time.perf_counter() - start) * 1000.0
         data = response.model_dump() if hasattr(response, "model_dump") else dict(response)
-        return completion_from_openai(data, body["model"], latency)
+        hidden = getattr(response, "_hidden_params", None)
+        headers = hidden.get("additional_headers") if isinstance(hidden, dict) else None
+        return completion_from_openai(data, body["model"], latency,
+                                      limits=rate_info(headers) if isinstance(headers, dict) else None)
 
     async def close(self) -> None:
         return None
@@ -69,10 +80,11 @@ def _transport_error(exc: Exception) -> TransportError:
     if headers is None:
         headers = getattr(getattr(exc, "response", None), "headers", None)
     retry_after = retry_after_seconds(headers)
+    limits = rate_info(headers) if isinstance(headers, Mapping) else None
     message = str(exc).replace("litellm.", "").strip()[:300]
     ex = litellm.exceptions
     if isinstance(exc, ex.RateLimitError):
-        return TransportError("rate_limit", message, status=429, retry_after=retry_after)
+        return TransportError("rate_limit", message, status=429, retry_after=retry_after, limits=limits)
     if isinstance(exc, ex.Timeout):
         return TransportError("timeout", message, status=status)
     if isinstance(exc, ex.APIConnectionError) or "Connection error" in message:

@@ -234,8 +234,9 @@ def cli_within(timeout: float, *args: str, cwd: Path) -> Outcome:
 # one to six seconds of imports per case. GEVAL_HOSTILE_EXEC=1 runs each as a fresh interpreter instead.
 FORK = "forkserver" in multiprocessing.get_all_start_methods() and not os.environ.get("GEVAL_HOSTILE_EXEC")
 # imported once by the fork server; a name that no longer imports (a restructured package) is skipped
-PRELOAD = [__name__, "geval_spec.cli", "geval_spec.load", "geval_spec.run", "geval_spec.importer",
-           "geval_spec.store", "geval_spec.report", "duckdb", "ruamel.yaml", "litellm", "openai", "aiohttp"]
+PRELOAD = [__name__, "geval_spec.cli.main", "geval_spec.spec.load", "geval_spec.runner.run",
+           "geval_spec.runner.importer", "geval_spec.store.db", "geval_spec.output.report", "duckdb", "ruamel.yaml",
+           "litellm", "openai", "aiohttp"]
 _fork_ctx = multiprocessing.get_context("forkserver") if FORK else None
 _fork_ready: list[bool] = []
 _fork_lock = threading.Lock()
@@ -253,7 +254,7 @@ def _fork_child(args: list[str], cwd: str, env: dict[str, str], out_path: str, e
     for fd, path in ((1, out_path), (2, err_path)):
         os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), fd)
     sys.argv = ["geval-spec", *args]
-    from geval_spec.cli import main
+    from geval_spec.cli.main import main
 
     main()  # flushes and calls os._exit with the command's exit code
 

@@ -48,11 +48,11 @@ SECRET_PARAMS = frozenset({"api_key", "apikey", "api-key", "key", "token", "acce
 _HEADER = re.compile(
     r"(?i)(\b(?:authorization|x-api-key|x-goog-api-key|api[-_]key|apikey)\b['\"]?\s*[:=]\s*['\"]?"
     r"(?:bearer\s+|basic\s+)?)([^\s'\",;&)}\]]+)")
-_BEARER = re.compile(r"(?i)(\bbearer\s+)([A-Za-z0-9._~+/=-]{8,})")
+_BEARER = re.compile(r"(?i)(\bbearer\s+)([A-Za-z0-9_~+/=-][A-Za-z0-9._~+/=-]{6,}[A-Za-z0-9_~+/=-])")
 _KEY_SHAPES = re.compile(
     r"\b(?:sk-(?:ant-|proj-)?[A-Za-z0-9_-]{16,}|AIza[0-9A-Za-z_-]{30,}|hf_[A-Za-z0-9]{20,}|gsk_[A-Za-z0-9]{20,}"
     r"|xai-[A-Za-z0-9]{20,}|r8_[A-Za-z0-9]{20,}|ghp_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})")
-_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)([^/\s@'\"]+)@")
+_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)([^/\s@'\"]+)@")  # group 2: user[:password]
 _QUERY_SECRET = re.compile(r"(?i)([?&;](?:" + "|".join(re.escape(p) for p in sorted(SECRET_PARAMS)) + r")=)"
                            r"([^&#\s'\"]+)")
 
@@ -86,18 +86,42 @@ def _values_pattern(values: tuple[str, ...]) -> re.Pattern[str] | None:
     return re.compile("|".join(re.escape(v) for v in values))
 
 
-def redact(text: str, values: tuple[str, ...] | None = None) -> str:
-    """``text`` with every secret replaced by ``[redacted]``."""
+def secret_spans(text: str, values: tuple[str, ...] | None = None) -> list[tuple[int, int]]:
+    """Where ``text`` holds secrets: sorted, merged (start, end) spans."""
     if not text:
-        return text
+        return []
+    spans: list[tuple[int, int]] = []
     pattern = _values_pattern(secret_values() if values is None else values)
     if pattern is not None:
-        text = pattern.sub(MASK, text)
-    text = _HEADER.sub(lambda m: m.group(1) + MASK, text)
-    text = _BEARER.sub(lambda m: m.group(1) + MASK, text)
-    text = _KEY_SHAPES.sub(MASK, text)
-    text = _URL_USERINFO.sub(lambda m: m.group(1) + MASK + "@", text)
-    return _QUERY_SECRET.sub(lambda m: m.group(1) + MASK, text)
+        spans += [m.span() for m in pattern.finditer(text)]
+    for rx in (_HEADER, _BEARER, _URL_USERINFO, _QUERY_SECRET):
+        spans += [m.span(2) for m in rx.finditer(text)]
+    spans += [m.span() for m in _KEY_SHAPES.finditer(text)]
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def mask(text: str, spans: list[tuple[int, int]]) -> str:
+    """``text`` with each span replaced by ``[redacted]``."""
+    out = []
+    pos = 0
+    for start, end in spans:
+        out.append(text[pos:start])
+        out.append(MASK)
+        pos = end
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def redact(text: str, values: tuple[str, ...] | None = None) -> str:
+    """``text`` with every secret replaced by ``[redacted]``."""
+    spans = secret_spans(text, values)
+    return mask(text, spans) if spans else text
 
 
 def redact_json(value: Any, values: tuple[str, ...] | None = None) -> Any:

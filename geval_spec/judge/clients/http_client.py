@@ -3,7 +3,8 @@
 Chosen per judge with ``client: openai-http``. It sends exactly the request
 body geval-spec planned (the model name without litellm's ``openai/``
 prefix), with ``Authorization: Bearer $OPENAI_API_KEY`` when that variable is
-set. The key is read from the environment at call time and never stored.
+set. The key is read from the environment at call time and never stored; an
+answer or error that echoes it is redacted (:mod:`.base`).
 """
 
 from __future__ import annotations

@@ -70,6 +70,8 @@ def _transport_error(exc: Exception) -> TransportError:
         headers = getattr(getattr(exc, "response", None), "headers", None)
     retry_after = retry_after_seconds(headers)
     message = str(exc).replace("litellm.", "").strip()[:300]
+    if isinstance(status, int):  # the status first, as the direct client says it
+        message = f"HTTP {status}: {message}"
     ex = litellm.exceptions
     if isinstance(exc, ex.RateLimitError):
         return TransportError("rate_limit", message, status=429, retry_after=retry_after)

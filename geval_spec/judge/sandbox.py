@@ -11,10 +11,10 @@ dicts cannot be changed in place) adds:
   ``zfill``, ``replace``, ``join``, ``translate``, ``expandtabs`` and the
   filters ``center``, ``indent``, ``replace``, ``join``, ``format``, ``batch``,
   ``slice``, ``lipsum``), and on the result of every call and filter;
-- a time limit per render, checked in those hooks, for every line the
-  template's compiled code runs and for every function call made while it
-  renders (a trace function of the rendering thread);
-- the output is counted as it is produced (:meth:`Budget.size`).
+- a time limit per render, checked in those hooks (every call, macros
+  included, every attribute and item lookup, every operator) and at the start
+  of every loop iteration (the code generator adds the check to loop bodies);
+- the output is counted as it is produced (:meth:`Budget.output`).
 
 Going over a limit raises :class:`LimitExceeded`; :mod:`geval_spec.judge.render`
 turns it into a template error naming the template, its line and the case.
@@ -28,14 +28,13 @@ from __future__ import annotations
 import math
 import os
 import re
-import sys
 import threading
 import time
 import types
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import wraps
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from jinja2 import nodes
 from jinja2.compiler import CodeGenerator, Frame
@@ -49,7 +48,6 @@ TIMEOUT = 2.0
 MAX_INT_BITS = 16_384  # Python refuses to print integers of more than 4,300 digits anyway
 BYTES_VAR = "GEVAL_RENDER_MAX_BYTES"
 TIMEOUT_VAR = "GEVAL_RENDER_TIMEOUT"
-_CHECK_EVERY = 32  # trace events between two looks at the clock
 
 
 class LimitExceeded(Exception):
@@ -85,7 +83,6 @@ class Budget:
     def __init__(self, limits: Limits, timed: bool = True) -> None:
         self.limits = limits
         self.deadline = time.monotonic() + limits.timeout if timed else math.inf
-        self.events = 0
         self.written = 0
 
     def tick(self) -> None:
@@ -218,7 +215,8 @@ class _Formatter(SandboxedFormatter):
 
 
 class _CodeGenerator(CodeGenerator):
-    """Jinja's code generator, with ``~`` (concatenation) going through the environment's checked join."""
+    """Jinja's code generator, with ``~`` (concatenation) going through the environment's checked join and a
+    look at the clock at the start of every loop iteration (calls, macros included, look at it in the hooks)."""
 
     def visit_Concat(self, node: nodes.Concat, frame: Frame) -> None:
         if self.optimizer is not None and not frame.eval_ctx.volatile:
@@ -231,6 +229,25 @@ class _CodeGenerator(CodeGenerator):
             self.visit(arg, frame)
             self.write(", ")
         self.write("))")
+
+    def visit_For(self, node: nodes.For, frame: Frame) -> None:
+        body = list(node.body)  # a list of our own: blockvisit knows it by its identity
+        self._timed_bodies.add(id(body))
+        timed = nodes.For(node.target, node.iter, body, node.else_, node.test, node.recursive,
+                          lineno=node.lineno, environment=self.environment)
+        super().visit_For(timed, frame)
+
+    def blockvisit(self, body: Iterable[nodes.Node], frame: Frame) -> None:
+        if id(body) in self._timed_bodies:
+            self.writeline("environment.tick()")
+        super().blockvisit(body, frame)
+
+    @property
+    def _timed_bodies(self) -> set[int]:
+        found: set[int] | None = self.__dict__.get("_geval_timed")
+        if found is None:
+            found = self.__dict__["_geval_timed"] = set()
+        return found
 
 
 class LimitedSandbox(ImmutableSandboxedEnvironment):
@@ -254,18 +271,16 @@ class LimitedSandbox(ImmutableSandboxedEnvironment):
 
     @contextmanager
     def limited(self, budget: Budget) -> Iterator[Budget]:
-        """Render under ``budget``: hooks check it, and a trace function watches the clock."""
+        """Render under ``budget``: the hooks and every loop iteration check it."""
         previous = getattr(self._local, "budget", None)
         self._local.budget = budget
-        old_trace = sys.gettrace()
-        if old_trace is None:  # a debugger or coverage tool keeps its own; the hooks still check the clock
-            sys.settrace(_tracer(budget))
         try:
             yield budget
         finally:
-            if old_trace is None:
-                sys.settrace(None)
             self._local.budget = previous
+
+    def tick(self) -> None:
+        self.budget().tick()
 
     def checked_concat(self, values: tuple[Any, ...]) -> str:
         budget = self.budget()
@@ -382,22 +397,3 @@ def _limited_lipsum(env: LimitedSandbox, func: Callable[..., str]) -> Callable[.
         return func(n, html, min, max)
 
     return lipsum
-
-
-def _tracer(budget: Budget) -> Callable[..., Any]:
-    """A trace function for the rendering thread: the clock is checked on calls and on template lines."""
-
-    def local(frame: types.FrameType, event: str, arg: Any) -> Any:
-        budget.events += 1
-        if budget.events % _CHECK_EVERY == 0:
-            budget.tick()
-        return local
-
-    def on_call(frame: types.FrameType, event: str, arg: Any) -> Any:
-        budget.events += 1
-        if budget.events % _CHECK_EVERY == 0:
-            budget.tick()
-        # compiled templates carry the template's name as their file name; only they get line events
-        return None if frame.f_code.co_filename.endswith(".py") else local
-
-    return on_call

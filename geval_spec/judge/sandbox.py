@@ -230,24 +230,23 @@ class _CodeGenerator(CodeGenerator):
             self.write(", ")
         self.write("))")
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._timed: set[int] = set()  # the ids of the loop bodies being written
+
     def visit_For(self, node: nodes.For, frame: Frame) -> None:
         body = list(node.body)  # a list of our own: blockvisit knows it by its identity
-        self._timed_bodies.add(id(body))
-        timed = nodes.For(node.target, node.iter, body, node.else_, node.test, node.recursive,
-                          lineno=node.lineno, environment=self.environment)
-        super().visit_For(timed, frame)
+        self._timed.add(id(body))
+        try:
+            super().visit_For(nodes.For(node.target, node.iter, body, node.else_, node.test, node.recursive,
+                                        lineno=node.lineno, environment=self.environment), frame)
+        finally:
+            self._timed.discard(id(body))
 
     def blockvisit(self, body: Iterable[nodes.Node], frame: Frame) -> None:
-        if id(body) in self._timed_bodies:
+        if id(body) in self._timed:
             self.writeline("environment.tick()")
         super().blockvisit(body, frame)
-
-    @property
-    def _timed_bodies(self) -> set[int]:
-        found: set[int] | None = self.__dict__.get("_geval_timed")
-        if found is None:
-            found = self.__dict__["_geval_timed"] = set()
-        return found
 
 
 class LimitedSandbox(ImmutableSandboxedEnvironment):

@@ -35,12 +35,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Literal, Sequence
 
+from geval_spec.redact import redact, secret_values
+
 EXIT_OK = 0
 EXIT_GATE = 1
 EXIT_INPUT = 2
 EXIT_JUDGE = 3
 EXIT_BUG = 70
 EXIT_INTERRUPTED = 130
+
+MAX_MESSAGE = 2000  # characters of a message or hint that are kept (a message never quotes a whole file)
+EXCERPT_WIDTH = 160  # characters of a quoted source line (a 100 MB JSON line is not printed)
 
 Severity = Literal["error", "warning"]
 
@@ -57,6 +62,17 @@ class Problem:
     hint: str | None = None
     severity: Severity = "error"
     source: str | None = field(default=None, repr=False, compare=False)  # file text, for excerpts
+
+    def __post_init__(self) -> None:
+        # every message is redacted and bounded where it is made: no secret and no huge value is ever printed
+        values = secret_values()
+        object.__setattr__(self, "message", _clip(redact(self.message, values)))
+        if self.hint is not None:
+            object.__setattr__(self, "hint", _clip(redact(self.hint, values)))
+        if self.file is not None:
+            object.__setattr__(self, "file", _clip(redact(self.file, values), 300))
+        if self.key is not None:
+            object.__setattr__(self, "key", _clip(self.key, 200))
 
     def where(self) -> str:
         parts = [self.file or "<input>"]
@@ -88,10 +104,27 @@ class Problem:
         out = []
         for n in range(lo, hi + 1):
             mark = ">" if n == self.line else " "
-            out.append(f" {mark} {n:>{width}} | {lines[n - 1]}")
-            if n == self.line and self.col is not None:
-                out.append(f"   {' ' * width} | {' ' * (self.col - 1)}^")
+            shown, col = _window(redact(lines[n - 1]), self.col if n == self.line else None)
+            out.append(f" {mark} {n:>{width}} | {shown}")
+            if n == self.line and col is not None:
+                out.append(f"   {' ' * width} | {' ' * (col - 1)}^")
         return "\n".join(out)
+
+
+def _clip(text: str, limit: int = MAX_MESSAGE) -> str:
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _window(text: str, col: int | None) -> tuple[str, int | None]:
+    """At most EXCERPT_WIDTH characters of a line, around ``col`` (and the column within them)."""
+    if len(text) <= EXCERPT_WIDTH:
+        return text, col
+    at = (col or 1) - 1
+    start = max(0, min(at - EXCERPT_WIDTH // 2, len(text) - EXCERPT_WIDTH))
+    shown = text[start:start + EXCERPT_WIDTH]
+    prefix = "... " if start else ""
+    suffix = " ..." if start + EXCERPT_WIDTH < len(text) else ""
+    return prefix + shown + suffix, (None if col is None else at - start + 1 + len(prefix))
 
 
 class GevalError(Exception):
@@ -105,7 +138,7 @@ class GevalError(Exception):
             message = self.problems[0].headline()
             if len(self.problems) > 1:
                 message += f" (and {len(self.problems) - 1} more)"
-        super().__init__(message)
+        super().__init__(_clip(redact(message)))
 
     @property
     def message(self) -> str:

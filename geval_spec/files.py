@@ -1,16 +1,38 @@
-"""Files in and out: bounded reads of regular files, atomic writes, output paths checked before work starts.
+"""Files in and out: bounded reads of regular files, paths kept inside the project, output paths checked first.
 
 Specs and data may come from other people's repositories, so nothing here
 reads what is not a regular file (a device, a FIFO or a socket could hang or
-never end), and every write goes to a temporary file next to its target and
-is renamed into place, so a killed process never leaves half a report.
+never end), nothing reads more than a size limit, a path a spec names may
+not lead out of the project (by ``..``, an absolute path or a symbolic link),
+and every write goes to a temporary file next to its target and is renamed
+into place, so a killed process never leaves half a report. Output paths are
+checked (and their missing folders made) before a command starts its work.
+
+Limits, each overridable by an environment variable (a number of bytes, or
+with a suffix: ``64M``, ``2G``):
+
+- ``GEVAL_MAX_READ_BYTES`` (default 256 MiB): the largest data, import or
+  cassette file read;
+- ``GEVAL_MAX_LINE_BYTES`` (default 16 MiB): the longest line (one JSON line,
+  one CSV record) of such a file.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
+from typing import Iterator
+
+from geval_spec.errors import InputError, Problem
+
+MAX_READ_BYTES = 256 << 20
+MAX_LINE_BYTES = 16 << 20
+READ_LIMIT_VAR = "GEVAL_MAX_READ_BYTES"
+LINE_LIMIT_VAR = "GEVAL_MAX_LINE_BYTES"
+_SIZE = re.compile(r"^\s*([0-9]+)\s*([kKmMgG]i?[bB]?|[bB])?\s*$")
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 
 
 class ReadError(Exception):
@@ -27,32 +49,194 @@ class ReadError(Exception):
         return None
 
 
+class OutsideProject(ReadError):
+    """A path that leads out of the folder it must stay in."""
+
+
+def size_limit(var: str, default: int) -> int:
+    """A size limit from the environment variable ``var`` (bytes, or 64M, 2G, ...), else ``default``."""
+    raw = os.environ.get(var)
+    if raw is None or not raw.strip():
+        return default
+    m = _SIZE.match(raw)
+    if m is None or int(m.group(1)) <= 0:
+        raise InputError(problems=[Problem(f"{var}={raw!r} is not a size", hint="give bytes, or e.g. 64M or 2G")])
+    return int(m.group(1)) * _UNITS[(m.group(2) or "")[:1].lower()]
+
+
+def human_size(n: int) -> str:
+    for unit, size in (("GB", 1 << 30), ("MB", 1 << 20), ("kB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}".replace(".0 ", " ")
+    return f"{n} bytes"
+
+
+def _os_reason(exc: OSError, what: str) -> ReadError:
+    if isinstance(exc, FileNotFoundError):
+        return ReadError(f"{what} not found")
+    if exc.errno == 36 or "too long" in str(exc).lower():  # ENAMETOOLONG
+        return ReadError(f"{what}: the file name is too long")
+    if isinstance(exc, IsADirectoryError):
+        return ReadError(f"{what} is a directory, not a file")
+    return ReadError(f"cannot read {what}: {exc.strerror or exc}")
+
+
+def _kind_problem(mode: int, what: str) -> ReadError | None:
+    if stat.S_ISDIR(mode):
+        return ReadError(f"{what} is a directory, not a file")
+    if not stat.S_ISREG(mode):
+        return ReadError(f"{what} is not a regular file (a device, FIFO or socket); refusing to read it")
+    return None
+
+
 def check_regular(path: Path, what: str = "file") -> None:
     """Refuse anything that is not a regular file (devices, FIFOs, sockets, folders) before reading it."""
+    if "\x00" in str(path):
+        raise ReadError(f"{what}: the path contains a NUL byte")
     try:
         mode = os.stat(path).st_mode
-    except FileNotFoundError:
-        raise ReadError(f"{what} not found") from None
     except OSError as exc:
-        raise ReadError(f"cannot read {what}: {exc.strerror or exc}") from None
-    if stat.S_ISDIR(mode):
-        raise ReadError(f"{what} is a folder, not a file")
-    if not stat.S_ISREG(mode):
-        raise ReadError(f"{what} is not a regular file (a device, FIFO or socket); refusing to read it")
+        raise _os_reason(exc, what) from None
+    problem = _kind_problem(mode, what)
+    if problem is not None:
+        raise problem
 
 
-def read_text(path: Path, what: str = "file") -> str:
-    """A regular file's text, decoded as UTF-8 (a byte-order mark is dropped)."""
+def check_input(path: Path, what: str = "file", max_bytes: int | None = None) -> None:
+    """A regular file no larger than ``max_bytes`` (default ``GEVAL_MAX_READ_BYTES``); ReadError otherwise."""
     check_regular(path, what)
+    cap = size_limit(READ_LIMIT_VAR, MAX_READ_BYTES) if max_bytes is None else max_bytes
+    size = os.stat(path).st_size
+    if size > cap:
+        raise ReadError(f"{what} is too large: {human_size(size)}, more than the limit of {human_size(cap)} "
+                        f"(set {READ_LIMIT_VAR} to read larger files)")
+
+
+def read_bytes(path: Path, what: str = "file", max_bytes: int | None = None) -> bytes:
+    """A regular file's bytes, at most ``max_bytes`` (default: ``GEVAL_MAX_READ_BYTES``).
+
+    The file is opened without blocking and checked after opening, so a FIFO
+    swapped in after a check cannot hang the read.
+    """
+    cap = size_limit(READ_LIMIT_VAR, MAX_READ_BYTES) if max_bytes is None else max_bytes
+    if "\x00" in str(path):
+        raise ReadError(f"{what}: the path contains a NUL byte")
     try:
-        raw = path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
-        raise ReadError(f"cannot read {what}: {exc.strerror or exc}") from None
+        raise _os_reason(exc, what) from None
+    try:
+        info = os.fstat(fd)
+        problem = _kind_problem(info.st_mode, what)
+        if problem is not None:
+            raise problem
+        too_large = ReadError(f"{what} is too large: {human_size(max(info.st_size, cap + 1))}, more than the limit "
+                              f"of {human_size(cap)} (set {READ_LIMIT_VAR} to read larger files)")
+        if info.st_size > cap:
+            raise too_large
+        chunks = []
+        got = 0
+        while got <= cap:
+            chunk = os.read(fd, min(1 << 20, cap + 1 - got))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            got += len(chunk)
+        if got > cap:
+            raise too_large
+        return b"".join(chunks)
+    except OSError as exc:
+        raise _os_reason(exc, what) from None
+    finally:
+        os.close(fd)
+
+
+def read_text(path: Path, what: str = "file", max_bytes: int | None = None) -> str:
+    """A regular file's text, decoded as UTF-8 (a byte-order mark is dropped); bounded as :func:`read_bytes`."""
+    raw = read_bytes(path, what, max_bytes)
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = raw[:exc.start].count(b"\n") + 1
         raise ReadError(f"{what} is not UTF-8 text (byte {exc.start + 1})", where=f"line {line}") from None
+
+
+def lines(text: str, what: str = "file", max_chars: int | None = None) -> Iterator[tuple[int, str]]:
+    """(line number, line) of ``text``; a line longer than ``GEVAL_MAX_LINE_BYTES`` characters is an error."""
+    cap = size_limit(LINE_LIMIT_VAR, MAX_LINE_BYTES) if max_chars is None else max_chars
+    for n, line in enumerate(text.splitlines(), 1):
+        if len(line) > cap:
+            raise ReadError(f"line {n} of the {what} is too long: {human_size(len(line))}, more than the limit of "
+                            f"{human_size(cap)} (set {LINE_LIMIT_VAR} to allow longer lines)", where=f"line {n}")
+        yield n, line
+
+
+def confine(base: Path, rel: str, root: Path, what: str = "file") -> Path:
+    """``base / rel`` if it stays inside ``root`` (symbolic links followed); OutsideProject otherwise.
+
+    ``..``, an absolute path and a link that leads out are all refused; so is a
+    NUL byte. The path need not exist.
+    """
+    if "\x00" in rel:
+        raise OutsideProject(f"{what} {rel.split(chr(0))[0]!r}: the path contains a NUL byte; not allowed")
+    root_real = os.path.realpath(root)
+    joined = os.path.normpath(os.path.join(os.path.abspath(base), rel))
+    if not _within(joined, root_real) and not _within(joined, os.path.abspath(root)):
+        raise OutsideProject(f"{what} {rel!r} is outside the project; only files inside it may be read")
+    try:
+        real = os.path.realpath(joined)
+    except (OSError, ValueError) as exc:
+        raise ReadError(f"{what} {rel!r}: {exc}") from None
+    if not _within(real, root_real):
+        raise OutsideProject(f"{what} {rel!r} is a symbolic link (or lies in a linked folder) that leads outside "
+                             "the project; only files inside it may be read")
+    return Path(joined)
+
+
+def _within(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def prepare_output(path: Path, what: str = "output") -> Path:
+    """Check that ``path`` can be written, making its missing folders; InputError naming it otherwise.
+
+    Call it for every file a command will write before the command does its
+    work, so nothing is half written (``report --format all``) and no work is
+    lost because the last write fails.
+    """
+    shown = str(path)
+
+    def refuse(reason: str) -> InputError:
+        return InputError(problems=[Problem(f"cannot write {what} {shown}: {reason}", file=shown)])
+
+    if "\x00" in shown:
+        raise refuse("the path contains a NUL byte")
+    try:
+        if path.is_dir():
+            raise refuse(f"{shown} is a directory")
+        if path.exists() or path.is_symlink():
+            if not path.is_file():
+                raise refuse(f"{shown} exists and is not a regular file")
+            if not os.access(path, os.W_OK):
+                raise refuse("permission denied (the file is read-only)")
+        folder = path.parent
+        missing = []
+        while not folder.exists():
+            missing.append(folder)
+            if folder.parent == folder:
+                break
+            folder = folder.parent
+        if folder.exists() and not folder.is_dir():
+            raise refuse(f"{folder} is a file, not a directory")
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise refuse(f"permission denied: cannot write in {folder} (not writable)")
+        if missing:
+            missing[0].mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        if exc.errno == 36:
+            raise refuse("the file name is too long") from None
+        raise refuse(exc.strerror or str(exc)) from None
+    return path
 
 
 def write_atomic(path: Path, text: str) -> None:

@@ -23,28 +23,36 @@ def stored(root: Path, run_id: str):
 
 
 def test_all_line_forms(tmp_path):
+    """Every form of a score spec, one form per file (a file that mixes them is refused: see test_hostile)."""
     root = make_project(tmp_path, "http://127.0.0.1:9/v1", n=6)
-    f = write_lines(tmp_path / "j.jsonl", [
+
+    def imported(name, items):
+        res = cli("import", "demo", str(write_lines(tmp_path / name, items)), cwd=root)
+        assert res.code == 0, res.err
+        run_id = res.out.strip().splitlines()[-1]
+        return res, run_id, stored(root, run_id)
+
+    res, run_id, (js, info) = imported("scores.jsonl", [
         {"case_id": "c000", "score": 3.5},
-        {"case_id": "c001", "samples": ["4", "3", 4, "x"]},
-        {"case_id": "c002", "distribution": {"1": 0.05, "2": 0.1, "3": 0.2, "4": 0.4, "5": 0.25}},
         {"case_id": "c003", "error": "judge returned invalid JSON"},
-        {"case_id": "c004", "samples": ["nope"]},
     ])
-    res = cli("import", "demo", str(f), cwd=root)
-    assert res.code == 0, res.err
-    run_id = res.out.strip().splitlines()[-1]
-    assert "missing: c005" in res.out and "5 judgments imported" in res.out
-    js, info = stored(root, run_id)
+    assert "missing: c001, c002, c004, c005" in res.out and "2 judgments imported" in res.out
     assert info.kind == "import" and info.status == "completed"
     assert js["c000"].score == 3.5 and js["c000"].method == "direct"
+    assert js["c003"].valid is False and js["c003"].reason == "judge returned invalid JSON"
+    _, _, (js, _) = imported("samples.jsonl", [
+        {"case_id": "c001", "samples": ["4", "3", 4, "x"]},
+        {"case_id": "c004", "samples": ["nope"]},
+    ])
     assert js["c001"].method == "samples" and js["c001"].score == pytest.approx(11 / 3)
     assert js["c001"].samples == (4.0, 3.0, 4.0, None) and js["c001"].details.invalid_samples == 1
-    assert js["c002"].method == "logprobs" and js["c002"].score == pytest.approx(3.7)
-    assert js["c003"].valid is False and js["c003"].reason == "judge returned invalid JSON"
     assert js["c004"].valid is False
+    _, _, (js, _) = imported("distribution.jsonl", [
+        {"case_id": "c002", "distribution": {"1": 0.05, "2": 0.1, "3": 0.2, "4": 0.4, "5": 0.25}},
+    ])
+    assert js["c002"].method == "logprobs" and js["c002"].score == pytest.approx(3.7)
     # the same file again: the same run
-    res2 = cli("import", "demo", str(f), cwd=root)
+    res2 = cli("import", "demo", str(tmp_path / "scores.jsonl"), cwd=root)
     assert res2.out.strip().splitlines()[-1] == run_id and "already imported" in res2.out
 
 
@@ -67,7 +75,7 @@ def test_verdicts_form_and_on_empty(tmp_path):
     ({"case_id": "c000", "score": 9}, "score 9 is outside 1..5"),
     ({"case_id": "c000", "distribution": {"1": -1}}, "must be a number >= 0"),
     ({"score": 3}, "missing 'case_id'"),
-    ({"case_id": "c000", "verdicts": [{"verdict": "maybe"}]}, "unknown verdict 'maybe'"),
+    ({"case_id": "c000", "verdicts": [{"verdict": "maybe"}]}, "does not fit scoring.method logprobs"),
     ("not json", "not JSON"),
 ])
 def test_bad_lines_name_file_and_line(tmp_path, line, message):

@@ -37,6 +37,7 @@ def report(
     """Calibration report from stored judgments (sends nothing); exit 1 when the gate fails."""
     from geval_spec.analysis.calibration import build
     from geval_spec.analysis.resolve import load
+    from geval_spec.files import prepare_output
     from geval_spec.output.html import to_html
     from geval_spec.output.jsonout import to_json
     from geval_spec.output.junit import to_junit
@@ -46,10 +47,16 @@ def report(
     if fmt == "all" and out is not None:
         raise InputError(problems=[Problem("--format all writes three files into reports/<spec>/; "
                                            "--out takes one file, so give it with one format")])
+    for path, kind in ((None if out is None or str(out) == "-" else out, "report"), (junit, "JUnit file")):
+        if path is not None:
+            prepare_output(path, kind)
     proj = project()
     with Store.open_existing(db_path(db)) as store:
         loaded = load(store, proj, what)
     spec = loaded.source.spec
+    if out is None:  # the default files, every one of them before any is written
+        for ext in (("md", "json", "html") if fmt == "all" else (fmt,)):
+            prepare_output(proj.root / "reports" / spec.name / f"report.{ext}", "report")
     if temperature is not None and spec.scoring.method != "verdicts":
         raise InputError(problems=[Problem("--temperature re-aggregates TCVA verdicts; "
                                            f"{spec.name} uses method {spec.scoring.method}")])
@@ -111,18 +118,23 @@ def compare(
     """Compare two spec versions or runs: spec diff, paired deltas with intervals; exit 1 on a regression."""
     from geval_spec.analysis.compare import compare as run_compare
     from geval_spec.analysis.compare import load_side
+    from geval_spec.files import prepare_output
     from geval_spec.output.compare import to_markdown
     from geval_spec.output.jsonout import to_json
 
+    if out is not None and str(out) != "-":
+        prepare_output(out, "comparison")
     proj = project()
     path = db_path(db)
     sides = []
     for ref in (a, b):
         with ProgressView(ref) as view:
             sides.append(load_side(proj, path, ref, run_missing, on_progress=view.update, say=echo_err))
+    default = proj.root / "reports" / sides[1].source.spec.name / f"compare-{_slug(a)}-{_slug(b)}.{fmt}"
+    if out is None:
+        prepare_output(default, "comparison")
     result = run_compare(sides[0], sides[1], margin=margin)
     text = to_json(result) if fmt == "json" else to_markdown(result)
-    default = proj.root / "reports" / sides[1].source.spec.name / f"compare-{_slug(a)}-{_slug(b)}.{fmt}"
     written = write_out(text, out, default)
     if written is not None:
         r = result.regression

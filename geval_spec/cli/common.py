@@ -21,6 +21,7 @@ from typing import Any, Callable, Optional, Sequence
 import typer
 
 from geval_spec.errors import EXIT_BUG, EXIT_INTERRUPTED, EXIT_OK, GevalError, Problem
+from geval_spec.redact import redact
 
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE
 
@@ -117,7 +118,7 @@ def handled(fn: Callable[..., int]) -> Callable[..., None]:
             if STATE.debug:
                 traceback.print_exc()
             else:
-                echo_err(f"internal error: {type(exc).__name__}: {exc}")
+                echo_err(redact(f"internal error: {type(exc).__name__}: {exc}"))
                 echo_err("this is a bug in geval-spec; run again with --debug for the traceback and report it")
             raise typer.Exit(EXIT_BUG)
         raise typer.Exit(code or EXIT_OK)

@@ -114,14 +114,21 @@ def run(
       130  Ctrl-C (the next run goes on)
     """
     from geval_spec.analysis.gate import gate_after_run
+    from geval_spec.files import prepare_output
+    from geval_spec.judge.clients.replay import check_cassette
     from geval_spec.output.junit import to_junit
     from geval_spec.runner.estimate import DryRun
     from geval_spec.runner.run import RunOptions, execute_run
     from geval_spec.spec.load import load_spec
     from geval_spec.store.db import Store
 
-    if replay is not None and not replay.is_file():
-        raise InputError(problems=[Problem(f"no such cassette: {replay}")])
+    if model is not None and not model.strip():
+        raise InputError(problems=[Problem("--model is empty: give a model string such as openai/gpt-4.1-mini")])
+    if replay is not None:
+        check_cassette(replay)
+    for path, what in ((junit, "JUnit file"), (None if dry_run else db_path(db), "database")):
+        if path is not None:
+            prepare_output(path, what)
     shard_of = parse_shard(shard) if shard is not None else None
     proj = project()
     parsed = load_spec(proj.resolve(ref))

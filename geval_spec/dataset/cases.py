@@ -2,9 +2,11 @@
 
 Files are read by :mod:`geval_spec.dataset.readers` (JSON, JSON Lines, CSV,
 Parquet). Template variables come from dotted paths into each record; a list
-becomes its items joined by blank lines. Case ids must be unique; group,
-system and category are optional. A case whose human value is empty (null,
-"" or absent) is unlabelled. Every problem names the data file, the line or
+becomes its items joined by blank lines. Case ids must be unique, also
+when compared without case, surrounding whitespace and Unicode normalisation;
+group, system and category are optional. A case whose human value is empty
+(null, "" or absent, or NaN) is unlabelled; an infinite one, one outside
+``data.human_scale`` or (without a scale) one beyond 1e9 is an error. Every problem names the data file, the line or
 record, and the spec key that asked for the value.
 """
 
@@ -14,6 +16,7 @@ import difflib
 import hashlib
 import json
 import math
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -22,6 +25,7 @@ from typing import Any, Callable, Mapping
 from geval_spec.dataset.readers import file_format, read_records
 from geval_spec.errors import DataError, Problem
 from geval_spec.files import ReadError
+from geval_spec.spec.sections import HumanScale
 from geval_spec.spec.load import ParsedSpec
 from geval_spec.spec.sections import SPLITS, Spec
 from geval_spec.spec.yamldoc import Path as KeyPath
@@ -33,6 +37,7 @@ class _Missing:
 
 _MISSING: Any = _Missing()
 KeyProblem = Callable[[KeyPath, str], Problem]
+MAX_HUMAN = 1e9  # without data.human_scale, a human score beyond this is no rating anyone meant
 
 
 @dataclass(frozen=True)
@@ -119,6 +124,25 @@ def _as_number(value: Any) -> Any:
     return _MISSING
 
 
+def _human_out_of_range(number: float, scale: HumanScale | None) -> str | None:
+    """Why a human score cannot be meant (infinite, off data.human_scale, astronomically large), or None."""
+    if not math.isfinite(number):
+        return "is not a finite number"
+    if scale is not None and not scale.min <= number <= scale.max:
+        return f"is outside data.human_scale {scale.min:g}..{scale.max:g}"
+    if scale is None and abs(number) > MAX_HUMAN:
+        return f"is too large to be a rating (beyond +-{MAX_HUMAN:g}; set data.human_scale if it is one)"
+    return None
+
+
+def _near_duplicates(cases: list[Case], positions: dict[str, int], unit: str) -> list[str]:
+    """Ids that differ only in case, surrounding whitespace or Unicode normalisation: they name one case."""
+    groups: dict[str, list[str]] = {}
+    for c in cases:
+        groups.setdefault(unicodedata.normalize("NFKC", c.id).strip().casefold(), []).append(c.id)
+    return ["; ".join(f"{i!r} ({unit} {positions[i]})" for i in ids) for ids in groups.values() if len(ids) > 1]
+
+
 def file_sha256(path: Path) -> str:
     h = hashlib.sha256()
     with path.open("rb") as fh:
@@ -165,6 +189,11 @@ def _case(spec: Spec, rec: dict[str, Any], case_id: str, n: int, where: str, bad
         number = _as_number(lookup(rec, col))
         if number is _MISSING:
             bad.add(key, f"human score at '{col}' is not a number", f"{where}: {lookup(rec, col)!r}")
+            human.append(None)
+            continue
+        wrong = None if number is None else _human_out_of_range(number, d.human_scale)
+        if wrong is not None:
+            bad.add(key, f"human score at '{col}' {wrong}", f"{where}: {number:g}")
             human.append(None)
         else:
             human.append(number)
@@ -237,6 +266,12 @@ def load_dataset(spec: Spec, path: Path, display: str, key_problem: KeyProblem) 
         listed = "; ".join(f"{k!r} ({unit}s {', '.join(map(str, v))})" for k, v in list(dupes.items())[:10])
         more = f" and {len(dupes) - 10} more" if len(dupes) > 10 else ""
         problems.append(key_problem(("data", "id"), f"{display}: duplicate case ids: {listed}{more}"))
+    near = _near_duplicates(cases, seen, unit)
+    if near:
+        more = f" and {len(near) - 10} more" if len(near) > 10 else ""
+        problems.append(key_problem(("data", "id"), f"{display}: case ids that differ only in case, whitespace or "
+                                                    f"Unicode normalisation name the same case: "
+                                                    f"{' | '.join(near[:10])}{more}"))
     if problems:
         raise DataError(problems=problems)
     return Dataset(path=path, display=display, cases=tuple(cases), sha256=file_sha256(path),
@@ -274,5 +309,9 @@ def _absent_columns(spec: Spec, rows: list[dict[str, Any]], columns: tuple[str, 
 
 
 def read_cases(parsed: ParsedSpec) -> Dataset:
-    """The cases of a loaded spec, read from its data file."""
-    return load_dataset(parsed.spec, parsed.data_path, parsed.data_display, parsed.key_problem)
+    """The cases of a loaded spec, read from its data file (which must lie inside the project)."""
+    try:
+        path = parsed.source.inside(parsed.spec.data.path, "data file")
+    except ReadError as exc:
+        raise DataError(problems=[parsed.key_problem(("data", "path"), str(exc))]) from None
+    return load_dataset(parsed.spec, path, parsed.data_display, parsed.key_problem)

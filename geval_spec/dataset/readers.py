@@ -4,7 +4,9 @@ Every reader returns the records (one dict per case, in file order), the
 file's top-level column names, and for each record where it starts (the
 line for JSON Lines and CSV, the position for JSON and Parquet), so errors
 can name it. Only regular files are read: a device, a FIFO or a folder is
-refused before anything is read, so ``/dev/zero`` cannot hang a run.
+refused before anything is read, so ``/dev/zero`` cannot hang a run; files
+and lines are bounded (``GEVAL_MAX_READ_BYTES``, ``GEVAL_MAX_LINE_BYTES``,
+see :mod:`geval_spec.files`), and JSON nested too deeply is an error.
 
 CSV cells are text; an empty cell is a missing value (None). JSON values
 keep their types. Parquet needs pyarrow (``pip install 'geval-spec[parquet]'``);
@@ -20,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from geval_spec.files import ReadError, check_regular, read_text
+from geval_spec.files import ReadError, check_input, lines, read_text
 
 FORMATS = {".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".parquet": "parquet"}
 
@@ -52,7 +54,7 @@ def _columns(rows: list[dict[str, Any]]) -> tuple[str, ...]:
 
 
 def read_json(path: Path) -> Records:
-    value = _decode(read_text(path), "the file")
+    value = _decode(read_text(path, "data file"), "the file")
     items = value if isinstance(value, list) else [value]
     rows = []
     for n, item in enumerate(items, 1):
@@ -65,7 +67,7 @@ def read_json(path: Path) -> Records:
 def read_jsonl(path: Path) -> Records:
     rows: list[dict[str, Any]] = []
     positions: list[int] = []
-    for n, line in enumerate(read_text(path).splitlines(), 1):
+    for n, line in lines(read_text(path, "data file"), "data file"):
         if not line.strip():
             continue
         item = _decode(line, f"line {n}")
@@ -77,8 +79,9 @@ def read_jsonl(path: Path) -> Records:
 
 
 def read_csv(path: Path) -> Records:
-    text = read_text(path)
+    text = read_text(path, "data file")
     reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    start = 1  # the line the current record starts on
     try:
         header = next(reader, None)
         if header is None:
@@ -92,18 +95,21 @@ def read_csv(path: Path) -> Records:
         for cells in reader:
             if cells:
                 if len(cells) != len(header):
-                    raise ReadError(f"{len(cells)} fields where the header has {len(header)}",
-                                    where=f"line {start}")
+                    raise ReadError(f"ragged row: {len(cells)} values, expected {len(header)} (one per column of "
+                                    "the header)", where=f"line {start}")
                 rows.append({k: (v if v != "" else None) for k, v in zip(header, cells)})
                 positions.append(start)
             start = reader.line_num + 1
     except csv.Error as exc:
+        if "unexpected end of data" in str(exc):
+            raise ReadError(f"unterminated quote: the record that starts on line {start} opens a quoted value "
+                            "that never closes", where=f"line {start}") from None
         raise ReadError(f"not valid CSV: {exc}", where=f"line {reader.line_num}") from None
     return Records(rows, tuple(header), "line", tuple(positions))
 
 
 def read_parquet(path: Path) -> Records:
-    check_regular(path)
+    check_input(path, "data file")
     try:
         import pyarrow.parquet as pq
     except ImportError:

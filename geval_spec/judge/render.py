@@ -1,10 +1,12 @@
 """Spec + case -> the exact chat messages a judge receives.
 
-Templates run in Jinja2's ``SandboxedEnvironment`` with ``StrictUndefined``:
-a spec from someone else's repository cannot reach Python internals, and a
-misspelt variable is an error, not an empty string. A template may define the
-blocks ``system`` and ``user`` (one message each, in that order); without
-blocks its whole output is one user message.
+Templates run in Jinja2's immutable sandbox with ``StrictUndefined`` and
+limits (:mod:`geval_spec.judge.sandbox`): a spec from someone else's
+repository cannot reach Python internals, build gigabytes or loop for hours,
+and a misspelt variable is an error, not an empty string. Templates it
+includes, imports or extends are read from inside the project only. A
+template may define the blocks ``system`` and ``user`` (one message each, in
+that order); without blocks its whole output is one user message.
 
 Everything that is the same for every case must come first, so providers can
 cache it. :meth:`Renderer.static_prefix` finds where case text starts by
@@ -14,18 +16,22 @@ rendering the template with sentinel values in place of every case variable.
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from geval_spec.errors import Problem, TemplateError
+from geval_spec.files import ReadError
 from geval_spec.judge.types import Message, Rendered, serialise
 from geval_spec.plugins import Finding
 from geval_spec.spec.load import ParsedSpec
 from geval_spec.spec.sections import VERDICT_LEVELS, Spec
-from geval_spec.spec.template import CASE_VARS, PAIR_VARS, SPEC_VARS, TemplateSource
+from geval_spec.spec.template import BUILTIN_PREFIX, CASE_VARS, PAIR_VARS, SPEC_VARS, TemplateSource
+from geval_spec.spec.yamldoc import Path as KeyPath
 
 LENGTH_CLAUSE = ("Do not reward length: extra sentences that add nothing the criterion asks for, repetition or "
                  "padding are faults and lower the score.")
 _SENTINEL = "\ue000"
+BUILTIN_LABELS = {"geval.j2": "G-Eval", "verdicts.j2": "TCVA", "pairwise.j2": "pairwise"}
+KeyProblem = Callable[[KeyPath, str], Problem]
 
 
 def spec_context(spec: Spec, steps: tuple[str, ...]) -> dict[str, Any]:
@@ -63,47 +69,73 @@ _COMPILED: dict[tuple[str, str], tuple[Any, Any, frozenset[str]]] = {}  # templa
 class Renderer:
     """A compiled template for one spec; render cases with :meth:`render`."""
 
-    def __init__(self, spec: Spec, source: TemplateSource, steps: tuple[str, ...]):
-        from jinja2 import FunctionLoader, StrictUndefined, TemplateSyntaxError
-        from jinja2.sandbox import SandboxedEnvironment
-
+    def __init__(self, spec: Spec, source: TemplateSource, steps: tuple[str, ...],
+                 key_problem: KeyProblem | None = None):
         self.spec = spec
         self.source = source
         self.base = spec_context(spec, steps)
         self.case_vars = tuple(spec.data.fields) + CASE_VARS + (PAIR_VARS if spec.pairwise else ())
+        self.key_problem = key_problem
         self._includes: dict[str, str] = {}
-
-        def load(name: str) -> tuple[str, str, Callable[[], bool]] | None:
-            if name == source.name:
-                return source.text, source.name, lambda: True
-            if source.read_include is None:
-                return None
-            try:
-                display, text = source.read_include(name)
-            except (OSError, UnicodeDecodeError):
-                return None
-            self._includes[display] = text
-            return text, display, lambda: True
-
         cached = _COMPILED.get((source.name, source.text)) if source.read_include is None else None
         if cached is None:
-            env: Any = SandboxedEnvironment(loader=FunctionLoader(load), undefined=StrictUndefined, trim_blocks=True,
-                                       lstrip_blocks=True, keep_trailing_newline=False, autoescape=False)
-            try:  # parse once: the same tree is checked for unknown names and compiled
-                tree = env.parse(source.text, name=source.name, filename=source.name)
-                code = env.compile(tree, name=source.name, filename=source.name)
-            except TemplateSyntaxError as exc:
-                raise TemplateError(problems=[self._problem(exc.filename or source.name, exc.lineno,
-                                                            f"template syntax error: {exc.message}")]) from None
-            template: Any = env.template_class.from_code(env, code, env.make_globals(None))
-            from jinja2 import meta
-
-            cached = (env, template, frozenset(meta.find_undeclared_variables(tree)))
+            cached = self._compile()
             if source.read_include is None:
                 _COMPILED[(source.name, source.text)] = cached
         self.env, self.template, undeclared = cached
         self._check_names(undeclared)
         self.blocks = [b for b in ("system", "user") if b in self.template.blocks]
+
+    def _load(self, name: str) -> tuple[str, str, Callable[[], bool]] | None:
+        """Jinja's loader: the template itself, or a file of the project it includes (never one outside)."""
+        source = self.source
+        if "\x00" in name:
+            raise ReadError(f"template {name.split(chr(0))[0]!r}: the name contains a NUL byte; not allowed")
+        if name == source.name:
+            return source.text, source.name, lambda: True
+        if source.read_include is None:
+            return None
+        try:
+            display, text = source.read_include(name)  # OutsideProject / ReadError go up: they are errors
+        except OSError:
+            return None
+        self._includes[display] = text
+        return text, display, lambda: True
+
+    def _compile(self) -> tuple[Any, Any, frozenset[str]]:
+        from jinja2 import FunctionLoader, StrictUndefined, TemplateSyntaxError, meta
+
+        from geval_spec.judge.sandbox import LimitedSandbox
+
+        source = self.source
+        env: Any = LimitedSandbox(loader=FunctionLoader(self._load), undefined=StrictUndefined, trim_blocks=True,
+                                  lstrip_blocks=True, keep_trailing_newline=False, autoescape=False)
+        try:  # parse once: the same tree is checked for unknown names and compiled
+            tree = env.parse(source.text, name=source.name, filename=source.name)
+            self._check_references(tree)
+            code = env.compile(tree, name=source.name, filename=source.name)
+        except TemplateSyntaxError as exc:
+            raise TemplateError(problems=[self._problem(exc.filename or source.name, exc.lineno,
+                                                        f"template syntax error: {exc.message}")]) from None
+        template: Any = env.template_class.from_code(env, code, env.make_globals(None))
+        return env, template, frozenset(meta.find_undeclared_variables(tree))
+
+    def _check_references(self, tree: Any) -> None:
+        """Templates named by include, import, from and extends with a constant name: inside the project."""
+        from jinja2 import nodes
+
+        problems = []
+        for node in tree.find_all((nodes.Include, nodes.Extends, nodes.Import, nodes.FromImport)):
+            names = [node.template] if not isinstance(node.template, (nodes.List, nodes.Tuple)) else \
+                node.template.items
+            for item in names:
+                if isinstance(item, nodes.Const) and isinstance(item.value, str):
+                    try:
+                        self._load(item.value)
+                    except ReadError as exc:
+                        problems.append(self._problem(self.source.name, node.lineno, str(exc)))
+        if problems:
+            raise TemplateError(problems=problems)
 
     # -- problems -------------------------------------------------------------
     def _text_of(self, name: str) -> str | None:
@@ -118,15 +150,27 @@ class Renderer:
         known = set(self.base) | set(self.case_vars)
         unknown = sorted(undeclared - known)
         problems = []
+        fields = ", ".join(self.spec.data.fields)
         for name in unknown:
+            if self.source.is_builtin and self.key_problem is not None:
+                problems.append(self._builtin_needs(name))
+                continue
             line = next((n for n, text in enumerate(self.source.text.splitlines(), 1)
                          if _mentions(text, name)), None)
-            fields = ", ".join(self.spec.data.fields)
             problems.append(self._problem(
                 self.source.name, line, f"template variable '{name}' is not defined",
-                hint=f"case variables come from data.fields ({fields}); spec variables: {', '.join(SPEC_VARS)}"))
+                hint=f"map a column to it under data.fields (now: {fields}); spec variables: {', '.join(SPEC_VARS)}"))
         if problems:
             raise TemplateError(problems=problems)
+
+    def _builtin_needs(self, name: str) -> Problem:
+        """A variable the built-in template uses that data.fields does not provide, at the spec's data.fields."""
+        assert self.key_problem is not None
+        label = BUILTIN_LABELS.get(self.source.name[len(BUILTIN_PREFIX):], "built-in")
+        problem = self.key_problem(("data", "fields"), f"the built-in {label} template needs `{name}`: map a column "
+                                                       "to it under data.fields")
+        return problem.with_hint(f"e.g. fields: {{{name}: <column>}}; the built-in templates use source and "
+                                 "candidate (candidate_a and candidate_b come from pairwise.candidates)")
 
     # -- rendering ------------------------------------------------------------
     def context(self, fields: Mapping[str, str], findings: Sequence[Finding] = (),
@@ -140,22 +184,39 @@ class Renderer:
             ctx["candidate_a"], ctx["candidate_b"] = (b, a) if swapped else (a, b)
         return ctx
 
-    def _run(self, ctx: dict[str, Any]) -> tuple[Message, ...]:
+    def _run(self, ctx: dict[str, Any], case_id: str) -> tuple[Message, ...]:
         from jinja2 import TemplateError as JinjaError
 
+        from geval_spec.judge.sandbox import Budget, LimitExceeded, Limits
+
+        budget = Budget(Limits.from_env())
         try:
-            if not self.blocks:
-                return (Message("user", self.template.render(ctx).strip()),)
-            out = []
-            for block in self.blocks:
-                text = "".join(self.template.blocks[block](self.template.new_context(ctx))).strip()
-                if text:
-                    out.append(Message(block, text))
-            return tuple(out)
+            with self.env.limited(budget):
+                try:
+                    return self._messages(ctx, budget)
+                except Exception:
+                    self.env.handle_exception()  # re-raised with the template's file and line in the traceback
+                    raise  # (not reached)
+        except (LimitExceeded, ReadError, MemoryError) as exc:
+            file, line = self._where(exc)
+            reason = "the template needs more memory than there is" if isinstance(exc, MemoryError) else str(exc)
+            raise TemplateError(problems=[self._problem(file, line, f"case {case_id!r}: {reason}")]) from None
         except (JinjaError, ArithmeticError, TypeError, ValueError, LookupError, AttributeError,
                 RecursionError) as exc:  # anything a template can cause is the template's error
             file, line = self._where(exc)
             raise TemplateError(problems=[self._problem(file, line, f"template error: {exc}")]) from None
+
+    def _messages(self, ctx: dict[str, Any], budget: Any) -> tuple[Message, ...]:
+        """Render the whole template (one user message) or its blocks, counting the output as it comes."""
+        if not self.blocks:
+            return (Message("user", _collect(self.template.root_render_func(self.template.new_context(ctx)),
+                                             budget).strip()),)
+        out = []
+        for block in self.blocks:
+            text = _collect(self.template.blocks[block](self.template.new_context(ctx)), budget).strip()
+            if text:
+                out.append(Message(block, text))
+        return tuple(out)
 
     def _where(self, exc: BaseException) -> tuple[str, int | None]:
         tb = exc.__traceback__
@@ -169,15 +230,23 @@ class Renderer:
 
     def render(self, case_id: str, fields: Mapping[str, str], findings: Sequence[Finding] = (),
                swapped: bool = False) -> Rendered:
-        return Rendered(case_id=case_id, messages=self._run(self.context(fields, findings, swapped)))
+        return Rendered(case_id=case_id, messages=self._run(self.context(fields, findings, swapped), case_id))
 
     def static_prefix(self) -> str:
         """The serialised text that every case's prompt starts with."""
         probe_fields = {name: _SENTINEL for name in self.spec.data.fields}  # (pair variables follow the fields)
         probe = [Finding(kind=_SENTINEL, message=_SENTINEL, start=0, end=0, text=_SENTINEL)]
-        text = serialise(self._run(self.context(probe_fields, probe)))
+        text = serialise(self._run(self.context(probe_fields, probe), "(static prefix probe)"))
         cut = text.find(_SENTINEL)
         return text if cut < 0 else text[:cut]
+
+
+def _collect(chunks: Iterable[str], budget: Any) -> str:
+    out = []
+    for chunk in chunks:
+        budget.output(chunk)
+        out.append(chunk)
+    return "".join(out)
 
 
 def _mentions(line: str, name: str) -> bool:
@@ -205,4 +274,4 @@ def _common_prefix(a: str, b: str) -> str:
 
 def renderer_for(parsed: ParsedSpec) -> Renderer:
     """The compiled template of a loaded spec (templates without includes are compiled once per process)."""
-    return Renderer(parsed.spec, parsed.template, parsed.steps)
+    return Renderer(parsed.spec, parsed.template, parsed.steps, key_problem=parsed.key_problem)

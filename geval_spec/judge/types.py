@@ -125,7 +125,6 @@ class Completion:
     cost: float | None
     latency_ms: float
     raw: JsonObject
-    raw_text: str = ""  # the body exactly as received (what the journal and the store keep)
     cached_tokens: int | None = None
     reasoning_tokens: int | None = None
     limits: RateInfo | None = None  # the provider's x-ratelimit-* headers with this answer

@@ -1,24 +1,35 @@
 """``geval-spec export RUN``: a run's recorded responses as a cassette (for ``run --replay`` without network),
-or its tables as Parquet (for DuckDB, Polars or Spark, e.g. on object storage)."""
+or its tables as Parquet (for DuckDB, Polars or Spark, e.g. on object storage).
+
+A cassette is often committed (CI replays it without keys), so its requests
+and responses are redacted once more as they are written: a store made before
+redaction existed, or by another tool, cannot put a key into a repository.
+"""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from geval_spec.errors import Problem, RefError
-from geval_spec.files import write_atomic
+from geval_spec.files import prepare_output, write_atomic
+from geval_spec.judge.clients.base import redact_body
 from geval_spec.judge.clients.replay import cassette_lines
+from geval_spec.redact import redact_json
 from geval_spec.store.db import Store
 
 
 def export_cassette(db: Path, run_id: str, cassette: Path) -> int:
     """Write the cassette; return how many responses it holds."""
+    prepare_output(cassette, "cassette")
     with Store.open_existing(db) as store:
         info = store.get_run(run_id)
         if info is None:
             raise RefError(problems=[Problem(f"no run {run_id!r} in {db}")])
         rows = store.export_responses(run_id)
-    write_atomic(cassette, "\n".join(cassette_lines(info.run_id, info.spec_name, info.judging_fp, rows)) + "\n")
+    clean = [replace(r, response=redact_body(r.response),
+                     request=None if r.request is None else redact_json(r.request)) for r in rows]
+    write_atomic(cassette, "\n".join(cassette_lines(info.run_id, info.spec_name, info.judging_fp, clean)) + "\n")
     return len(rows)
 
 

@@ -14,6 +14,18 @@ the spec's method). A line with ``error`` is an invalid judgment and stays in
 every denominator. Cases of the spec without a line are reported as missing.
 Importing the same file for the same spec and judge twice reuses the first
 run.
+
+The file must fit the spec, or nothing is stored (exit 2, listing the lines):
+
+- the form fits the spec's ``scoring.method``: a ``verdicts`` spec takes
+  verdicts (or scores in 0..1), the score methods (``logprobs``, ``samples``,
+  ``direct``) take score, samples and distribution lines, never verdicts;
+- one form per file (error lines aside): a file that mixes score, samples and
+  distribution lines is refused, naming the lines that differ from the most
+  common form;
+- ``case_id`` is text or a whole number; scores, samples and distribution
+  keys are on the rubric's scale; probabilities are numbers in 0..1 that sum
+  to at most 1 (less is fine: the rest fell outside the scale).
 """
 
 from __future__ import annotations
@@ -29,7 +41,7 @@ from typing import Any, Mapping
 from geval_spec import __version__
 from geval_spec.dataset.cases import Dataset, read_cases
 from geval_spec.errors import DataError, Problem
-from geval_spec.files import ReadError, read_text
+from geval_spec.files import ReadError, lines, prepare_output, read_text
 from geval_spec.judge.outputs import as_int_score, verdicts_from_items
 from geval_spec.judge.precheck import precheck
 from geval_spec.judge.scoring import judge_verdicts, mean_and_spread
@@ -73,6 +85,25 @@ def _case_id(obj: dict[str, Any]) -> str | None:
     return case_id if isinstance(case_id, str) and case_id else None
 
 
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true/false"
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    return "a number" if isinstance(value, (int, float)) else "text"
+
+
+def forms_for(spec: Spec) -> tuple[str, ...]:
+    """The line forms that fit the spec's scoring method (error lines always do)."""
+    if spec.scoring.method == "verdicts":
+        return ("verdicts", "score", "error")
+    return ("score", "samples", "distribution", "error")
+
+
 def parse_line(obj: Any, spec: Spec, judge: str, line: _Line) -> tuple[str, Judgment] | Problem:
     """The judgment one line stands for, or the problem with it."""
     if not isinstance(obj, dict):
@@ -82,14 +113,20 @@ def parse_line(obj: Any, spec: Spec, judge: str, line: _Line) -> tuple[str, Judg
         close = difflib.get_close_matches(unknown[0], ["case_id", *FORMS, *OPTIONAL], n=1)
         return line.problem(f"unknown key {unknown[0]!r}", f"did you mean {close[0]!r}?" if close else
                             f"keys: case_id and one of {', '.join(FORMS)}")
+    if "case_id" not in obj:
+        return line.problem("missing 'case_id'")
     case_id = _case_id(obj)
     if case_id is None:
-        return line.problem("missing 'case_id'")
+        return line.problem(f"case_id must be text or a whole number, not {_json_type(obj['case_id'])}")
     forms = [f for f in FORMS if f in obj]
     if len(forms) != 1:
         return line.problem(f"give exactly one of {', '.join(FORMS)}" + (f" (found {', '.join(forms)})"
                                                                          if forms else ""))
     form = forms[0]
+    if form not in forms_for(spec):
+        fits = ", ".join(f for f in forms_for(spec) if f != "error")
+        return line.problem(f"a {form!r} line does not fit scoring.method {spec.scoring.method} (its forms: {fits})",
+                            "import judgments made with the spec's method, or change the method")
     value = obj[form]
     if form == "error":
         if not isinstance(value, str) or not value:
@@ -115,7 +152,7 @@ def parse_line(obj: Any, spec: Spec, judge: str, line: _Line) -> tuple[str, Judg
 
 def _score_line(case_id: str, value: Any, spec: Spec, judge: str, line: _Line) -> tuple[str, Judgment] | Problem:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return line.problem(f"'score' must be a number, got {value!r}")
+        return line.problem(f"'score' must be a finite number, got {value!r}")
     scale = None if spec.rubric is None else (spec.rubric.scale.min, spec.rubric.scale.max)
     lo, hi = scale if (scale and spec.scoring.method != "verdicts") else (0.0, 1.0)
     if not lo <= value <= hi:
@@ -126,12 +163,19 @@ def _score_line(case_id: str, value: Any, spec: Spec, judge: str, line: _Line) -
 
 def _samples_line(case_id: str, value: Any, scale: tuple[int, int], judge: str,
                   line: _Line) -> tuple[str, Judgment] | Problem:
+    """Samples as the judge wrote them: text that is no score is an invalid sample; a score off the scale is
+    an error of the file (it was not made on this spec's scale)."""
     if not isinstance(value, list) or not value:
         return line.problem("'samples' must be a non-empty list")
     parsed: list[float | None] = []
+    off = []
     for v in value:
         s = as_int_score(v)
+        if s is not None and not scale[0] <= s <= scale[1]:
+            off.append(s)
         parsed.append(float(s) if s is not None and scale[0] <= s <= scale[1] else None)
+    if off:
+        return line.problem(f"sample(s) {', '.join(map(str, off))} outside the scale {scale[0]}..{scale[1]}")
     good = [p for p in parsed if p is not None]
     if not good:
         return case_id, Judgment(case_id=case_id, judge=judge, method="samples", score=None, valid=False,
@@ -148,15 +192,21 @@ def _distribution_line(case_id: str, value: Any, scale: tuple[int, int], judge: 
     if not isinstance(value, dict) or not value:
         return line.problem("'distribution' must be a mapping of score to probability")
     probs: dict[int, float] = {s: 0.0 for s in range(scale[0], scale[1] + 1)}
-    total = 0.0
     for k, p in value.items():
-        if isinstance(p, bool) or not isinstance(p, (int, float)) or p < 0 or not math.isfinite(p):
-            return line.problem(f"probability of {k!r} must be a number >= 0")
-        total += p
         s = as_int_score(k)
-        if s is not None and s in probs:
-            probs[s] += float(p)
+        if s is None:
+            return line.problem(f"distribution key {k!r} is not a score (a whole number of the scale "
+                                f"{scale[0]}..{scale[1]})")
+        if s not in probs:
+            return line.problem(f"distribution key {k!r} is outside the scale {scale[0]}..{scale[1]}")
+        if isinstance(p, bool) or not isinstance(p, (int, float)) or not math.isfinite(p) or p < 0:
+            return line.problem(f"probability of {k!r} must be a number >= 0, got {p!r}")
+        if p > 1:
+            return line.problem(f"probability of {k!r} is {p}: probabilities are between 0 and 1")
+        probs[s] += float(p)
     mass = sum(probs.values())
+    if mass > 1 + 1e-6:
+        return line.problem(f"the probabilities sum to {mass:g}, more than 1")
     details = Details(imported="distribution")
     if mass <= 0:
         return case_id, Judgment(case_id=case_id, judge=judge, method="logprobs", score=None, valid=False,
@@ -164,7 +214,7 @@ def _distribution_line(case_id: str, value: Any, scale: tuple[int, int], judge: 
     norm = {s: p / mass for s, p in probs.items()}
     return case_id, Judgment(case_id=case_id, judge=judge, method="logprobs",
                              score=sum(s * p for s, p in norm.items()), valid=True, distribution=norm,
-                             valid_mass=mass / total if total else None, details=details)
+                             valid_mass=mass, details=details)
 
 
 @dataclass(frozen=True)
@@ -179,16 +229,20 @@ def read_judgments(parsed: ParsedSpec, path: Path, dataset: Dataset, label: str)
     file = str(path)
     try:
         text = read_text(path, "import file")
+        numbered = list(lines(text, "import file"))
     except ReadError as exc:
-        raise DataError(problems=[Problem(str(exc), file=file)]) from None
+        raise DataError(problems=[Problem(str(exc), file=file, line=exc.line)]) from None
     known = {c.id for c in dataset.cases}
     problems: list[Problem] = []
     seen: dict[str, int] = {}
     judgments: dict[str, Judgment] = {}
-    forms: dict[str, int] = {}
-    for n, line_text in enumerate(text.splitlines(), 1):
+    forms: dict[str, list[int]] = {}
+    for n, line_text in numbered:
         if not line_text.strip():
             continue
+        if len(problems) > MAX_PROBLEMS:
+            problems[-1] = Problem(f"more problems: reading stopped at line {n}", file=file)
+            break
         line = _Line(file, n, text)
         try:
             obj = json.loads(line_text)
@@ -213,20 +267,33 @@ def read_judgments(parsed: ParsedSpec, path: Path, dataset: Dataset, label: str)
             continue
         seen[case_id] = n
         judgments[case_id] = judgment
-        form = next(f for f in FORMS if f in obj)
-        forms[form] = forms.get(form, 0) + 1
+        forms.setdefault(next(f for f in FORMS if f in obj), []).append(n)
+    problems += _mixed_forms(forms, file, text)[:max(0, MAX_PROBLEMS - len(problems))]
     if problems:
-        if len(problems) > MAX_PROBLEMS:
-            problems = problems[:MAX_PROBLEMS] + [Problem(f"... and {len(problems) - MAX_PROBLEMS} more problems",
-                                                          file=file)]
         raise DataError(problems=problems)
     if not judgments:
         raise DataError(problems=[Problem("no judgments in the file", file=file)])
-    return _Parsed(judgments, forms, hashlib.sha256(text.encode("utf-8")).hexdigest())
+    return _Parsed(judgments, {f: len(ns) for f, ns in forms.items()}, hashlib.sha256(text.encode("utf-8")).hexdigest())
+
+
+def _mixed_forms(forms: dict[str, list[int]], file: str, text: str) -> list[Problem]:
+    """One form per file (error lines aside): the lines whose form is not the file's most common one."""
+    counted = {f: ns for f, ns in forms.items() if f != "error"}
+    if len(counted) < 2:
+        return []
+    main = max(counted, key=lambda f: (len(counted[f]), -counted[f][0]))
+    out = []
+    for form, numbers in counted.items():
+        if form != main:
+            out += [_Line(file, n, text).problem(
+                f"a {form!r} line in a file of {main!r} lines: one form per file, not a mix",
+                "import each form from its own file (a run's judgments are made one way)") for n in numbers]
+    return sorted(out, key=lambda p: p.line or 0)
 
 
 def import_judgments(parsed: ParsedSpec, path: Path, db: Path, judge: str | None = None,
                      ref: str = "") -> ImportResult:
+    prepare_output(db, "database")
     dataset = read_cases(parsed)
     label = judge or (parsed.spec.panel[0].label if parsed.spec.panel else "imported")
     lines = read_judgments(parsed, path, dataset, label)

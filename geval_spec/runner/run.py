@@ -41,6 +41,7 @@ from geval_spec.judge.requests import prepare_requests, unique
 from geval_spec.judge.scoring import missing_logprobs
 from geval_spec.judge.types import Completion, Request
 from geval_spec.plugins import load_plugins
+from geval_spec.redact import redact
 from geval_spec.runner.engine import Engine, Interrupted
 from geval_spec.runner.estimate import DryRun, estimate
 from geval_spec.runner.execute import Check, LimitOverride, Progress, Routes, Settings
@@ -298,7 +299,7 @@ def _judge(parsed: ParsedSpec, data_sha256: str, cases: list[Case], judges: tupl
         status, error = "interrupted", str(exc)
         raise
     except BaseException as exc:
-        error = str(exc) if isinstance(exc, GevalError) else f"{type(exc).__name__}: {exc}"
+        error = redact(str(exc) if isinstance(exc, GevalError) else f"{type(exc).__name__}: {exc}")
         raise
     finally:
         gate.put(lambda s: s.finish_run(run_id, status, error))

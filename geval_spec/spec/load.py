@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from geval_spec.errors import GevalError, Problem, Severity, SpecError, errors_only
+from geval_spec.files import OutsideProject, ReadError, check_input
+from geval_spec.redact import url_credentials
 from geval_spec.spec.checks import file_problems, semantic_problems
 from geval_spec.spec.fingerprint import fingerprints
 from geval_spec.spec.lock import StepsLock, lock_rel, parse_lock, stale_problem
@@ -103,29 +105,75 @@ def _template_source(spec: Spec, source: SpecSource) -> TemplateSource:
     rel = spec.prompt.template
     if rel is None:
         return TemplateSource.builtin(spec.scoring.method, pairwise=spec.pairwise is not None)
-    display, text = source.read_relative(rel)
+    display, text = source.read_relative(rel, "template")
     folder = Path(rel).parent
 
     def include(name: str) -> tuple[str, str]:
-        return source.read_relative((folder / name).as_posix())
+        """A template another one includes, imports or extends: relative to the spec's template, in the project."""
+        return source.read_relative((folder / name).as_posix(), "template")
 
     return TemplateSource(name=display, text=text, read_include=include)
 
 
 def _template_exists(source: SpecSource, rel: str) -> bool:
     try:
-        source.read_relative(rel)
+        source.read_relative(rel, "template")
         return True
-    except (OSError, UnicodeDecodeError):
+    except (OSError, ReadError):
         return False
+
+
+def _path_problems(spec: Spec, doc: YamlDocument, source: SpecSource) -> tuple[list[Problem], set[str]]:
+    """Files the spec names that lead out of the project or are not regular files (and which keys they are)."""
+    out: list[Problem] = []
+    keys: set[str] = set()
+    rel = spec.prompt.template
+    if rel is not None:
+        try:
+            source.read_relative(rel, "template")
+        except (OutsideProject, ReadError) as exc:
+            out.append(doc.problem(("prompt", "template"), str(exc)))
+            keys.add("prompt.template")
+        except OSError:
+            pass  # not found: file_problems says so
+    try:
+        path = source.inside(spec.data.path, "data file")
+        if path.exists() or path.is_symlink():
+            check_input(path, f"data file {spec.data.path}")
+    except ReadError as exc:
+        out.append(doc.problem(("data", "path"), str(exc)))
+        keys.add("data.path")
+    except OSError:
+        pass
+    return out, keys
+
+
+def _credential_problems(spec: Spec, doc: YamlDocument) -> list[Problem]:
+    """A judge.api_base holding a password or key: it would be committed, printed and stored."""
+    out = []
+    for i, judge in enumerate(spec.panel):
+        if judge.api_base is None:
+            continue
+        reason = url_credentials(judge.api_base)
+        if reason is None:
+            continue
+        where: KeyPath = ("judge", "api_base") if spec.judge is not None else ("judges", i, "api_base")
+        out.append(doc.problem(where, f"api_base holds credentials ({reason}); a spec is committed and printed, "
+                                      "so keys never belong in it",
+                               hint="remove them from the URL and set the provider's key variable "
+                                    "(OPENAI_API_KEY, ANTHROPIC_API_KEY, ...) in the environment instead"))
+    return out
 
 
 def load_spec(source: SpecSource) -> ParsedSpec:
     """Parse and check one spec file; raise :class:`SpecError` with every problem found."""
     doc = load_yaml(source.text, source.display)
     spec = parse_spec(doc)
-    problems = semantic_problems(spec, doc) + file_problems(
-        spec, doc, source.base_dir, lambda rel: _template_exists(source, rel))
+    path_problems, flagged = _path_problems(spec, doc, source)
+    found = file_problems(spec, doc, source.base_dir, lambda rel: "prompt.template" in flagged or _template_exists(
+        source, rel))
+    problems = _credential_problems(spec, doc) + semantic_problems(spec, doc) + path_problems + [
+        p for p in found if p.key not in flagged]
     if errors_only(problems):
         raise SpecError(problems=problems)
     warnings = list(problems)
@@ -136,8 +184,8 @@ def load_spec(source: SpecSource) -> ParsedSpec:
     if isinstance(spec.steps, GenerateSteps):
         rel = f"{spec.name}.lock.yaml"
         try:
-            display, text = source.read_relative(rel)
-        except (OSError, UnicodeDecodeError):
+            display, text = source.read_relative(rel, "lock file")
+        except (OSError, ReadError):
             warnings.append(doc.problem(("steps",), f"steps are not generated yet ({lock_rel(source.rel or '', spec.name)} "
                                                     "is missing); the first run writes them", severity="warning"))
         else:

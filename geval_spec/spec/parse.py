@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from geval_spec.errors import Problem, SpecError
-from geval_spec.spec.sections import Spec
+from geval_spec.spec.sections import IDENTIFIER, Spec
 from geval_spec.spec.yamldoc import Path, YamlDocument
 
 
@@ -142,7 +142,10 @@ def _message(err: dict[str, Any], parent: Any, path: Path) -> tuple[str, str | N
     if kind == "missing":
         return f"missing required key '{path[-1]}'", None
     if kind in _TYPE_WORDS:
-        return f"expected {_TYPE_WORDS[kind]}, got {_show(got)}", None
+        hint = None
+        if kind.startswith("bool") and isinstance(got, str):
+            hint = "geval-spec reads YAML 1.2: yes, no, on, off and quoted values are text; write true or false"
+        return f"expected {_TYPE_WORDS[kind]}, got {_show(got)}", hint
     if kind == "literal_error":
         return f"expected one of {ctx.get('expected')}, got {_show(got)}", None
     if kind in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):
@@ -150,6 +153,11 @@ def _message(err: dict[str, Any], parent: Any, path: Path) -> tuple[str, str | N
         bound = next(iter(ctx.values()), "?")
         return f"must be {op} {bound}, got {_show(got)}", None
     if kind == "string_pattern_mismatch":
+        if ctx.get("pattern") == IDENTIFIER:
+            what = "an empty name" if got == "" else _show(got)
+            return (f"{what} is not a template variable name: use an identifier (letters, digits and _, "
+                    "not starting with a digit)", "templates refer to it as {{ name }}, so it must be a plain "
+                    "identifier; the column it maps to may be named anything")
         return f"{_show(got)} does not match the pattern {ctx.get('pattern')}", None
     if kind == "string_too_short":
         return "must not be empty", None

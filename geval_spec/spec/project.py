@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from geval_spec.errors import Problem, RefError, SpecError
+from geval_spec.files import OutsideProject, ReadError, confine, read_text
 
 RUN_ID = re.compile(r"^run_[0-9a-z]{6,40}$")
 _VERSION_REF = re.compile(r"^v([0-9]+)$")
@@ -45,19 +46,39 @@ class SpecSource:
             return Path(self.display).resolve().parent
         return (self.root / self.rel).parent
 
-    def read_relative(self, rel_path: str) -> tuple[str, str]:
-        """Read a file named relative to the spec (at the same git revision if any).
+    @property
+    def confinement(self) -> Path:
+        """The folder files the spec names must stay in: the project, or the spec's folder outside one."""
+        return self.root if self.rel is not None else self.base_dir
 
-        Returns (display name, text). Raises FileNotFoundError.
+    def inside(self, rel_path: str, what: str = "file") -> Path:
+        """``rel_path`` (relative to the spec) as a working-tree path; OutsideProject if it leads out."""
+        return confine(self.base_dir, rel_path, self.confinement, what)
+
+    def read_relative(self, rel_path: str, what: str = "file") -> tuple[str, str]:
+        """Read a file named relative to the spec (at the same git revision if any), inside the project only.
+
+        Returns (display name, text). Raises OutsideProject (a ReadError) for a
+        path that leads out of the project (``..``, absolute, a symbolic link),
+        FileNotFoundError when there is no such file, ReadError for a file that
+        is not a regular file, larger than 1 MB or not UTF-8.
         """
         if self.rev is not None and self.rel is not None:
-            target = _normalise((Path(self.rel).parent / rel_path).as_posix())
+            target = _git_target(self.rel, rel_path, what)
+            mode = _git_mode(self.root, self.rev, target)
+            if mode is None:
+                raise FileNotFoundError(target)
+            if mode == "120000":
+                raise OutsideProject(f"{what} {rel_path!r} is a symbolic link at {self.rev[:7]}; files read from "
+                                     "a git revision may not be links")
             text = git_show(self.root, self.rev, target)
             if text is None:
                 raise FileNotFoundError(target)
             return f"{target}@{self.rev[:7]}", text
-        path = self.base_dir / rel_path
-        return display_path(path, self.root), path.read_text(encoding="utf-8")
+        path = self.inside(rel_path, what)
+        if not path.exists():
+            raise FileNotFoundError(str(path))
+        return display_path(path, self.root), read_text(path, what, max_bytes=MAX_TEMPLATE_BYTES)
 
     def commit(self) -> str | None:
         """The commit the spec was read at, else the working tree's HEAD (None outside git)."""
@@ -67,17 +88,35 @@ class SpecSource:
         return out.strip() if out else None
 
 
-def _normalise(posix: str) -> str:
+MAX_TEMPLATE_BYTES = 1 << 20  # a template (or lock file) larger than 1 MB is not a prompt
+MAX_SPEC_BYTES = 5_000_000  # the YAML reader's limit too
+
+
+def _git_target(spec_rel: str, rel_path: str, what: str) -> str:
+    """The repository path of ``rel_path`` (relative to the spec at ``spec_rel``); OutsideProject if it leads out."""
+    if "\x00" in rel_path:
+        raise OutsideProject(f"{what} {rel_path.split(chr(0))[0]!r}: the path contains a NUL byte; not allowed")
+    if rel_path.startswith("/") or re.match(r"^[A-Za-z]:[\\/]", rel_path):
+        raise OutsideProject(f"{what} {rel_path!r} is outside the project; only files inside it may be read")
     parts: list[str] = []
-    for part in posix.split("/"):
+    for part in (Path(spec_rel).parent.as_posix() + "/" + rel_path.replace("\\", "/")).split("/"):
         if part in ("", "."):
             continue
         if part == "..":
-            if parts:
-                parts.pop()
+            if not parts:
+                raise OutsideProject(f"{what} {rel_path!r} is outside the project; only files inside it may be read")
+            parts.pop()
             continue
         parts.append(part)
     return "/".join(parts)
+
+
+def _git_mode(root: Path, rev: str, rel: str) -> str | None:
+    """The file mode of ``rel`` at ``rev`` (100644, 100755, 120000 for a link), or None when absent."""
+    out = git(root, "ls-tree", "--full-tree", rev, "--", rel)
+    if not out:
+        return None
+    return out.split(None, 1)[0]
 
 
 def display_path(path: Path, root: Path | None = None) -> str:
@@ -124,9 +163,9 @@ class Project:
         except ValueError:
             rel = None
         try:
-            text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError:
-            raise SpecError(problems=[Problem("file is not UTF-8 text", file=display_path(path, self.root))]) from None
+            text = read_text(path, "spec file", max_bytes=MAX_SPEC_BYTES)
+        except ReadError as exc:
+            raise SpecError(problems=[Problem(str(exc), file=display_path(path, self.root), line=exc.line)]) from None
         return SpecSource(display=display_path(path, self.root), text=text, root=self.root, rel=rel)
 
     def names(self) -> dict[str, list[Path]]:
@@ -134,8 +173,8 @@ class Project:
         found: dict[str, list[Path]] = {}
         for path in self.spec_files():
             try:
-                text = path.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError):
+                text = read_text(path, "spec file", max_bytes=MAX_SPEC_BYTES)
+            except ReadError:
                 continue
             m = _NAME_LINE.search(text)
             name = m.group(1) if m else path.stem
@@ -168,6 +207,15 @@ class Project:
 
     def resolve(self, ref: str) -> SpecSource:
         """Turn a spec REF (not a run id) into the spec's text and origin."""
+        try:
+            return self._resolve(ref)
+        except (OSError, ValueError) as exc:  # a name longer than the OS allows, a NUL byte, ...
+            shown = ref if len(ref) <= 80 else ref[:77] + "..."
+            reason = "the name is too long" if getattr(exc, "errno", None) == 36 else (
+                getattr(exc, "strerror", None) or str(exc))
+            raise RefError(problems=[Problem(f"no such spec {shown!r}: {reason}")]) from None
+
+    def _resolve(self, ref: str) -> SpecSource:
         if "@" in ref and not Path(ref).exists():
             name, _, rev = ref.partition("@")
             if not rev:

@@ -3,6 +3,15 @@
 The text is part of the judging fingerprint, so it is read here, with the
 spec. Compiling and rendering it is the judge's business
 (:mod:`geval_spec.judge.render`).
+
+What each built-in template needs from ``data.fields`` (any column can be
+mapped onto these names, e.g. ``fields: {source: article, candidate: summary}``):
+``geval.j2`` (score methods) and ``verdicts.j2`` (TCVA) need ``source`` and
+``candidate``; ``pairwise.j2`` needs ``source`` and the two variables
+``pairwise.candidates`` names (shown as ``candidate_a`` and ``candidate_b``).
+All of them also use the spec variables below and ``findings``. (The
+templates' own text carries no such note: it is fingerprinted, and a comment
+there would change every spec's judging fingerprint.)
 """
 
 from __future__ import annotations

@@ -24,6 +24,8 @@ Path = tuple[Any, ...]
 
 MAX_BYTES = 5_000_000
 MAX_NODES = 200_000  # after alias expansion: stops "billion laughs"
+MAX_DEPTH = 100  # nested lists and mappings; a spec needs a handful
+_FLOW = re.compile(r"""[\[\]{}]|'(?:[^']|'')*'|"(?:[^"\\]|\\.)*"|#[^\n]*""")
 
 
 @dataclass(frozen=True)
@@ -146,15 +148,17 @@ class _Builder:
             if name == "DocumentStartEvent":
                 if docs:
                     raise self.fail("a spec file holds exactly one YAML document; found a second '---'", _mark(ev))
-                docs.append(self.node(it, next(it), ()))
+                docs.append(self.node(it, next(it), (), 0))
             elif name in ("StreamStartEvent", "DocumentEndEvent", "StreamEndEvent"):
                 continue
         return docs[0] if docs else None
 
-    def node(self, it: Iterator[Any], ev: Any, path: Path) -> Any:
+    def node(self, it: Iterator[Any], ev: Any, path: Path, depth: int) -> Any:
         name = type(ev).__name__
         self.value_marks[path] = _mark(ev)
         self.count(mark=_mark(ev))
+        if depth > MAX_DEPTH:
+            raise self.fail(f"values nested more than {MAX_DEPTH} levels deep", _mark(ev), path[:3])
         if name == "AliasEvent":
             if ev.anchor not in self.anchors:
                 raise self.fail(f"unknown alias *{ev.anchor}", _mark(ev), path)
@@ -169,7 +173,7 @@ class _Builder:
             for ev2 in it:
                 if type(ev2).__name__ == "SequenceEndEvent":
                     break
-                value.append(self.node(it, ev2, path + (len(value),)))
+                value.append(self.node(it, ev2, path + (len(value),), depth + 1))
         elif name == "MappingStartEvent":
             value = {}
             for ev2 in it:
@@ -192,7 +196,7 @@ class _Builder:
                     at = f" (first at line {first.line})" if first else ""
                     raise self.fail(f"duplicate key {key!r}{at}", kmark, path + (key,))
                 self.key_marks[path + (key,)] = kmark
-                value[key] = self.node(it, next(it), path + (key,))
+                value[key] = self.node(it, next(it), path + (key,), depth + 1)
         else:  # pragma: no cover - the parser emits nothing else here
             raise self.fail(f"unexpected YAML event {name}", _mark(ev), path)
         anchor = getattr(ev, "anchor", None)
@@ -208,6 +212,22 @@ class _Builder:
                 self.count(mark=at)
 
 
+def _flow_depth_line(text: str) -> int | None:
+    """The line where ``[`` and ``{`` nest deeper than MAX_DEPTH (quoted text and comments skipped), or None."""
+    if text.count("[") + text.count("{") <= MAX_DEPTH:
+        return None
+    depth = 0
+    for m in _FLOW.finditer(text):
+        c = m.group()
+        if c in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                return text.count("\n", 0, m.start()) + 1
+        elif c in "]}":
+            depth = max(0, depth - 1)
+    return None
+
+
 def load_yaml(text: str, file: str) -> YamlDocument:
     """Parse ``text`` (the contents of ``file``) into a :class:`YamlDocument`.
 
@@ -219,6 +239,9 @@ def load_yaml(text: str, file: str) -> YamlDocument:
     from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
     builder = _Builder(file, text)
+    too_deep = _flow_depth_line(text)
+    if too_deep is not None:  # before the parser, whose look-ahead takes seconds on thousands of open brackets
+        raise builder.fail(f"values nested more than {MAX_DEPTH} levels deep", Mark(too_deep, 1))
     try:
         events = YAML(typ="safe", pure=True).parse(text)
         data = builder.build(events)

@@ -3,6 +3,11 @@
 A client sends one request body and returns a
 :class:`~geval_spec.judge.types.Completion`, or raises :class:`TransportError`
 for a failed attempt; the runner decides whether to retry.
+
+Secrets stop here: a :class:`TransportError`'s message and a completion's raw
+body and texts are redacted (:mod:`geval_spec.redact`) before a client returns
+them, so a judge that echoes the API key (in a 401, a 500 body or its own
+answer) puts it in no store, journal, cassette, report or terminal.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ import re
 from typing import Any, Mapping, Protocol
 
 from geval_spec.judge.types import Choice, Completion, JsonObject, Logprobs, RateInfo, Recorded
+from geval_spec.redact import MASK, redact, redact_json, secret_spans, secret_values
 
 
 class TransportError(Exception):
@@ -22,7 +28,7 @@ class TransportError(Exception):
 
     def __init__(self, kind: str, message: str, *, status: int | None = None,
                  retry_after: float | None = None, limits: RateInfo | None = None) -> None:
-        super().__init__(message)
+        super().__init__(redact(message))
         self.kind = kind
         self.status = status
         self.retry_after = retry_after
@@ -135,14 +141,15 @@ def usage_of(data: JsonObject) -> tuple[int | None, int | None, int | None, int 
     return _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens")), cached, reasoning
 
 
-def completion_from_openai(data: JsonObject, model: str, latency_ms: float, raw_text: str = "",
+def completion_from_openai(data: JsonObject, model: str, latency_ms: float,
                            limits: RateInfo | None = None) -> Completion:
-    """Parse an OpenAI chat.completion JSON body; raise TransportError(malformed) if it is not one.
+    """Parse an OpenAI chat.completion JSON body (redacted first); raise TransportError(malformed) if it is not one.
 
     Token logprobs are kept as the body has them and read only where they are needed (:class:`Logprobs`).
     """
     from geval_spec.judge import costs
 
+    data = redact_body(data)
     if not isinstance(data, dict) or not isinstance(data.get("choices"), list) or not data["choices"]:
         raise TransportError("malformed", "response has no choices")
     choices = []
@@ -157,8 +164,71 @@ def completion_from_openai(data: JsonObject, model: str, latency_ms: float, raw_
                               finish_reason=ch.get("finish_reason")))
     pt, ct, cached, reasoning = usage_of(data)
     return Completion(choices=tuple(choices), prompt_tokens=pt, completion_tokens=ct,
-                      cost=costs.cost(model, pt, ct, cached), latency_ms=latency_ms, raw=data, raw_text=raw_text,
+                      cost=costs.cost(model, pt, ct, cached), latency_ms=latency_ms, raw=data,
                       cached_tokens=cached, reasoning_tokens=reasoning, limits=limits)
+
+
+def redact_body(data: Any) -> Any:
+    """A chat completion body with its secrets masked (see :mod:`geval_spec.redact`).
+
+    Every text of the body is redacted. The logprobs are handled apart (they
+    are most of a body's size): where the chosen tokens spell a secret, those
+    tokens become ``[redacted]`` (so the tokens still spell the redacted text,
+    and scores are read at the right place) and their alternatives and bytes
+    are masked too.
+    """
+    if not isinstance(data, dict):
+        return redact_json(data)
+    values = secret_values()
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if key == "choices" and isinstance(value, list):
+            out[key] = [_redact_choice(ch, values) for ch in value]
+        else:
+            out[key] = redact_json(value, values)
+    return out
+
+
+def _redact_choice(choice: Any, values: tuple[str, ...]) -> Any:
+    if not isinstance(choice, dict):
+        return redact_json(choice, values)
+    out = {k: redact_json(v, values) for k, v in choice.items() if k != "logprobs"}
+    if "logprobs" in choice:
+        lp = choice["logprobs"]
+        if isinstance(lp, dict) and isinstance(lp.get("content"), list):
+            out["logprobs"] = {k: (_redact_tokens(v, values) if k == "content" else redact_json(v, values))
+                               for k, v in lp.items()}
+        else:
+            out["logprobs"] = redact_json(lp, values)
+    return out
+
+
+def _redact_tokens(tokens: list[Any], values: tuple[str, ...]) -> list[Any]:
+    """Logprob tokens with those that spell part of a secret masked (their alternatives and bytes too)."""
+    texts: list[str] = [t["token"] if isinstance(t, dict) and isinstance(t.get("token"), str) else "" for t in tokens]
+    spans = secret_spans("".join(texts), values)
+    if not spans:
+        return tokens
+    out = []
+    pos = 0
+    for token, text in zip(tokens, texts):
+        start, end = pos, pos + len(text)
+        pos = end
+        inside = [(max(a, start) - start, min(b, end) - start, a >= start) for a, b in spans if a < end and start < b]
+        if not inside:
+            out.append(token)
+            continue
+        kept, at = [], 0
+        for a, b, opens in inside:
+            kept.append(text[at:a] + (MASK if opens else ""))
+            at = b
+        kept.append(text[at:])
+        masked = dict(token, token="".join(kept), bytes=None)
+        if isinstance(token.get("top_logprobs"), list):
+            masked["top_logprobs"] = [dict(x, token=MASK, bytes=None) if isinstance(x, dict) else x
+                                      for x in token["top_logprobs"]]
+        out.append(masked)
+    return out
 
 
 def completion_of(recorded: Recorded, model: str) -> Completion:
@@ -166,5 +236,5 @@ def completion_of(recorded: Recorded, model: str) -> Completion:
     c = completion_from_openai(recorded.response, model, recorded.latency_ms or 0.0)
     return Completion(choices=c.choices, prompt_tokens=recorded.prompt_tokens,
                       completion_tokens=recorded.completion_tokens, cost=recorded.cost,
-                      latency_ms=recorded.latency_ms or 0.0, raw=recorded.response,
+                      latency_ms=recorded.latency_ms or 0.0, raw=c.raw,
                       cached_tokens=recorded.cached_tokens, reasoning_tokens=recorded.reasoning_tokens)

@@ -3,8 +3,9 @@
 Chosen per judge with ``client: openai-http``, and by ``client: auto`` for
 ``openai/`` models. It sends the request body geval-spec planned (the model
 name without litellm's ``openai/`` prefix; ``max_completion_tokens`` for
-reasoning models), with ``Authorization: Bearer $OPENAI_API_KEY`` when that variable is
-set. The key is read from the environment at call time and never stored.
+reasoning models), with ``Authorization: Bearer $OPENAI_API_KEY`` when that
+variable is set. The key is read from the environment at call time and never
+stored; an answer or error that echoes it is redacted (:mod:`.base`).
 """
 
 from __future__ import annotations

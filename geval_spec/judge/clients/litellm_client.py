@@ -9,6 +9,7 @@ environment variables, read by litellm at call time and never stored.
 from __future__ import annotations
 
 import os
+import re
 import time
 from typing import Any, Mapping
 
@@ -16,6 +17,8 @@ from geval_spec.judge.clients.base import TransportError, completion_from_openai
 from geval_spec.judge.types import Completion, JsonObject
 
 _litellm: Any = None
+_MISSING_KEY = re.compile(r"missing credentials|api_key client option must be set|no api key|"
+                          r"set the `?[A-Z_]*API_KEY`? environment variable", re.I)
 
 
 def _import() -> Any:
@@ -82,7 +85,11 @@ def _transport_error(exc: Exception) -> TransportError:
     retry_after = retry_after_seconds(headers)
     limits = rate_info(headers) if isinstance(headers, Mapping) else None
     message = str(exc).replace("litellm.", "").strip()[:300]
+    if isinstance(status, int):  # the status first, as the direct client says it
+        message = f"HTTP {status}: {message}"
     ex = litellm.exceptions
+    if _MISSING_KEY.search(message):  # litellm reports a missing key as a 500 of its own: no retry will help
+        return TransportError("auth", message, status=status)
     if isinstance(exc, ex.RateLimitError):
         return TransportError("rate_limit", message, status=429, retry_after=retry_after, limits=limits)
     if isinstance(exc, ex.Timeout):

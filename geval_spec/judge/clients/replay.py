@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from geval_spec.errors import DataError, Problem
-from geval_spec.files import ReadError, read_text
+from geval_spec.files import ReadError, check_input, lines, read_text
 from geval_spec.judge.clients.base import TransportError, completion_of
 from geval_spec.judge.types import Completion, JsonObject, Recorded
 
@@ -29,15 +29,23 @@ def _count(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def check_cassette(path: Path) -> None:
+    """Before a run starts: the cassette is a regular file within the size limit; DataError naming it otherwise."""
+    try:
+        check_input(path, "cassette")
+    except ReadError as exc:
+        raise DataError(problems=[Problem(str(exc), file=str(path))]) from None
+
+
 def read_cassette(path: Path) -> dict[str, Recorded]:
     """Request hash -> recorded response; raises DataError naming the file and line."""
     file = str(path)
+    answers: dict[str, Recorded] = {}
     try:
-        text = read_text(path, "cassette")
+        numbered = list(lines(read_text(path, "cassette"), "cassette"))
     except ReadError as exc:
         raise DataError(problems=[Problem(str(exc), file=file, line=exc.line)]) from None
-    answers: dict[str, Recorded] = {}
-    for n, line_text in enumerate(text.splitlines(), 1):
+    for n, line_text in numbered:
         if not line_text.strip():
             continue
         try:

@@ -1,0 +1,157 @@
+"""Secrets out of every text geval-spec keeps or prints: API keys, tokens, credentials in URLs.
+
+A judge that refuses a key often echoes it ("Incorrect API key provided:
+Bearer sk-..."), a server error body may quote the request's headers, and a
+judge's own answer may repeat them. The clients pass every error message and
+every response body through :func:`redact` / :func:`redact_json` before anything
+else sees them, so no secret reaches the store, the journal, a cassette, a
+report or the terminal; error messages and file excerpts are redacted again
+when they are made (:mod:`geval_spec.errors`).
+
+What is replaced by ``[redacted]``:
+
+- the value of every environment variable that holds a credential: names
+  ending in ``_API_KEY``, ``_APIKEY``, ``_TOKEN``, ``_SECRET``, ``_SECRET_KEY``,
+  ``_ACCESS_KEY``, ``_PASSWORD`` or ``_CREDENTIALS`` (``OPENAI_API_KEY``,
+  ``ANTHROPIC_API_KEY``, ``HF_TOKEN``, ``AWS_SECRET_ACCESS_KEY``,
+  ``GITHUB_TOKEN``, ...), wherever it appears, when it is at least 8
+  characters long;
+- what follows ``Bearer``, ``Authorization``, ``api-key``, ``x-api-key`` and
+  ``x-goog-api-key`` (header echoes);
+- things shaped like provider keys (``sk-...``, ``sk-ant-...``, ``AIza...``,
+  ``hf_...``, ``gsk_...``, ``xai-...``) even when no variable holds them;
+- the user information of URLs (``https://user:key@host``) and the values of
+  query parameters named like credentials (``?api_key=...``, ``&token=...``).
+
+This module imports nothing of geval-spec: every layer may use it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from functools import lru_cache
+from typing import Any, Iterable
+from urllib.parse import parse_qsl, urlsplit
+
+MASK = "[redacted]"
+MIN_SECRET_LENGTH = 8  # shorter values would mask ordinary words and numbers
+
+SECRET_SUFFIXES = ("_API_KEY", "_APIKEY", "_TOKEN", "_SECRET", "_SECRET_KEY", "_ACCESS_KEY", "_PASSWORD",
+                   "_CREDENTIALS")
+SECRET_NAMES = frozenset({"AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AZURE_API_KEY", "AZURE_OPENAI_API_KEY",
+                          "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "GITHUB_TOKEN", "VERTEXAI_CREDENTIALS"})
+# query parameters and header names whose values are credentials
+SECRET_PARAMS = frozenset({"api_key", "apikey", "api-key", "key", "token", "access_token", "auth", "password",
+                           "passwd", "secret", "client_secret", "sig", "signature", "x-api-key", "code"})
+
+_HEADER = re.compile(
+    r"(?i)(\b(?:authorization|x-api-key|x-goog-api-key|api[-_]key|apikey)\b['\"]?\s*[:=]\s*['\"]?"
+    r"(?:bearer\s+|basic\s+)?)([^\s'\",;&)}\]]+)")
+_BEARER = re.compile(r"(?i)(\bbearer\s+)([A-Za-z0-9_~+/=-][A-Za-z0-9._~+/=-]{6,}[A-Za-z0-9_~+/=-])")
+_KEY_SHAPES = re.compile(
+    r"\b(?:sk-(?:ant-|proj-)?[A-Za-z0-9_-]{16,}|AIza[0-9A-Za-z_-]{30,}|hf_[A-Za-z0-9]{20,}|gsk_[A-Za-z0-9]{20,}"
+    r"|xai-[A-Za-z0-9]{20,}|r8_[A-Za-z0-9]{20,}|ghp_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})")
+_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)([^/\s@'\"]+)@")  # group 2: user[:password]
+_QUERY_SECRET = re.compile(r"(?i)([?&;](?:" + "|".join(re.escape(p) for p in sorted(SECRET_PARAMS)) + r")=)"
+                           r"([^&#\s'\"]+)")
+
+
+@lru_cache(maxsize=1024)
+def is_secret_name(name: str) -> bool:
+    upper = name.upper()
+    return upper in SECRET_NAMES or upper.endswith(SECRET_SUFFIXES)
+
+
+def secret_values(environ: Iterable[tuple[str, str]] | None = None) -> tuple[str, ...]:
+    """The values of the credential variables of the environment, longest first."""
+    if environ is None:
+        env = os.environ
+        raw = tuple(env[k] for k in env if is_secret_name(k))
+    else:
+        raw = tuple(v for k, v in environ if is_secret_name(k))
+    return _longest_first(raw)
+
+
+@lru_cache(maxsize=8)
+def _longest_first(raw: tuple[str, ...]) -> tuple[str, ...]:
+    found = {v.strip() for v in raw if len(v.strip()) >= MIN_SECRET_LENGTH}
+    return tuple(sorted(found, key=lambda v: (-len(v), v)))
+
+
+@lru_cache(maxsize=8)
+def _values_pattern(values: tuple[str, ...]) -> re.Pattern[str] | None:
+    if not values:
+        return None
+    return re.compile("|".join(re.escape(v) for v in values))
+
+
+def secret_spans(text: str, values: tuple[str, ...] | None = None) -> list[tuple[int, int]]:
+    """Where ``text`` holds secrets: sorted, merged (start, end) spans."""
+    if not text:
+        return []
+    spans: list[tuple[int, int]] = []
+    pattern = _values_pattern(secret_values() if values is None else values)
+    if pattern is not None:
+        spans += [m.span() for m in pattern.finditer(text)]
+    for rx in (_HEADER, _BEARER, _URL_USERINFO, _QUERY_SECRET):
+        spans += [m.span(2) for m in rx.finditer(text)]
+    spans += [m.span() for m in _KEY_SHAPES.finditer(text)]
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def mask(text: str, spans: list[tuple[int, int]]) -> str:
+    """``text`` with each span replaced by ``[redacted]``."""
+    out = []
+    pos = 0
+    for start, end in spans:
+        out.append(text[pos:start])
+        out.append(MASK)
+        pos = end
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def redact(text: str, values: tuple[str, ...] | None = None) -> str:
+    """``text`` with every secret replaced by ``[redacted]``."""
+    spans = secret_spans(text, values)
+    return mask(text, spans) if spans else text
+
+
+def redact_json(value: Any, values: tuple[str, ...] | None = None) -> Any:
+    """A copy of a JSON value with every string (keys included) redacted."""
+    vals = secret_values() if values is None else values
+    return _walk(value, vals)
+
+
+def _walk(value: Any, values: tuple[str, ...]) -> Any:
+    if isinstance(value, str):
+        return redact(value, values)
+    if isinstance(value, dict):
+        return {_walk(k, values) if isinstance(k, str) else k: _walk(v, values) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_walk(v, values) for v in value]
+    return value
+
+
+def url_credentials(url: str) -> str | None:
+    """Why ``url`` carries credentials (user information, a key in the query), or None.
+
+    The reason never contains the credential itself.
+    """
+    try:
+        parts = urlsplit(url.strip())
+    except ValueError:
+        return None
+    if parts.username or parts.password or "@" in parts.netloc:
+        return "user information (user:password@) in the URL"
+    for name, _ in parse_qsl(parts.query, keep_blank_values=True):
+        if name.lower() in SECRET_PARAMS:
+            return f"the query parameter {name!r}"
+    return None

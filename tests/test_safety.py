@@ -1,0 +1,201 @@
+"""Safe to run a spec from someone else's pull request: what tests/test_hostile.py does not cover.
+
+Templates read from git revisions stay in the project; the limits are
+configurable through the environment; ordinary templates still render in the
+limited sandbox; a variable the built-in template needs points at data.fields;
+redaction keeps logprob tokens aligned with the redacted text.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from conftest import cli, git
+from e2e_helpers import make_project
+from geval_spec.errors import InputError, Problem
+from geval_spec.files import prepare_output
+from geval_spec.judge.clients.base import redact_body
+from geval_spec.redact import redact, url_credentials
+
+DEAD = "http://127.0.0.1:9/v1"
+
+
+def project(tmp_path: Path, template: str | None = None, **files: str) -> Path:
+    root = make_project(tmp_path / "proj", DEAD, n=4)
+    spec = root / "specs" / "demo.yaml"
+    if template is not None:
+        spec.write_text(spec.read_text().replace("scoring:\n", f"prompt:\n  template: {template}\nscoring:\n"))
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+def commit(root: Path) -> None:
+    git(root, "init", "-q")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "spec")
+
+
+# -- templates at a git revision -------------------------------------------------------------------
+def test_template_at_a_revision_cannot_climb_out_of_the_repository(tmp_path):
+    root = project(tmp_path, "../../../outside.j2")
+    (tmp_path / "outside.j2").write_text("OUTSIDE {{ candidate }}{{ source }}\n")
+    commit(root)
+    for ref in ("demo@HEAD", "demo"):
+        res = cli("render", ref, cwd=root)
+        assert res.code == 2 and "outside the project" in res.err and "OUTSIDE" not in res.out, ref
+
+
+def test_template_link_at_a_revision_is_refused(tmp_path):
+    root = project(tmp_path, "templates/t.j2")
+    (root / "specs" / "templates").mkdir()
+    (root / "specs" / "templates" / "t.j2").symlink_to("../data/cases.jsonl")  # inside, but a link
+    commit(root)
+    res = cli("validate", "demo@HEAD", cwd=root)
+    assert res.code == 2 and "symbolic link" in res.err
+
+
+def test_include_at_a_revision_reads_the_revision_inside_the_project(tmp_path):
+    root = project(tmp_path, "templates/t.j2", **{
+        "specs/templates/t.j2": "{{ candidate }}{{ source }}\n{% include 'part.j2' %}\n",
+        "specs/templates/part.j2": "PART AT HEAD\n"})
+    commit(root)
+    (root / "specs" / "templates" / "part.j2").write_text("PART IN THE WORKING TREE\n")
+    assert "PART AT HEAD" in cli("render", "demo@HEAD", cwd=root).out
+    assert "PART IN THE WORKING TREE" in cli("render", "demo", cwd=root).out
+
+
+# -- limits, and how to change them ----------------------------------------------------------------
+def test_render_size_limit_is_configurable(tmp_path, monkeypatch):
+    root = project(tmp_path)
+    assert cli("validate", "demo", cwd=root).code == 0
+    monkeypatch.setenv("GEVAL_RENDER_MAX_BYTES", "200")
+    res = cli("validate", "demo", cwd=root)
+    assert res.code == 2 and "GEVAL_RENDER_MAX_BYTES" in res.err and "case 'c000'" in res.err
+    monkeypatch.setenv("GEVAL_RENDER_MAX_BYTES", "lots")
+    res = cli("validate", "demo", cwd=root)
+    assert res.code == 2 and "must be a positive number" in res.err
+
+
+def test_render_time_limit_is_configurable(tmp_path, monkeypatch):
+    loops = "{% set r = range(3000) %}{% for i in r %}{% for j in r %}{% endfor %}{% endfor %}"
+    root = project(tmp_path, "templates/slow.j2", **{"specs/templates/slow.j2": "{{ candidate }}{{ source }}" + loops})
+    monkeypatch.setenv("GEVAL_RENDER_TIMEOUT", "0.2")
+    res = cli("render", "demo", cwd=root)
+    assert res.code == 2 and "longer than 0.2 seconds" in res.err and "slow.j2" in res.err
+    monkeypatch.setenv("GEVAL_RENDER_TIMEOUT", "60")
+    assert cli("render", "demo", cwd=root).code == 0
+
+
+def test_read_limits_are_configurable(tmp_path, monkeypatch):
+    root = project(tmp_path)
+    monkeypatch.setenv("GEVAL_MAX_READ_BYTES", "100")
+    res = cli("validate", "demo", cwd=root)
+    assert res.code == 2 and "too large" in res.err and "GEVAL_MAX_READ_BYTES" in res.err
+    monkeypatch.setenv("GEVAL_MAX_READ_BYTES", "1M")
+    monkeypatch.setenv("GEVAL_MAX_LINE_BYTES", "50")
+    res = cli("validate", "demo", cwd=root)
+    assert res.code == 2 and "line 1 of the data file is too long" in res.err
+
+
+def test_data_outside_the_project_is_refused(tmp_path):
+    root = project(tmp_path)
+    (tmp_path / "elsewhere.jsonl").write_text((root / "specs" / "data" / "cases.jsonl").read_text())
+    spec = root / "specs" / "demo.yaml"
+    spec.write_text(spec.read_text().replace("path: data/cases.jsonl", "path: ../../elsewhere.jsonl"))
+    res = cli("validate", "demo", cwd=root)
+    assert res.code == 2 and "outside the project" in res.err and "[data.path]" in res.err
+
+
+@pytest.mark.parametrize("text", [
+    "{{ '{:>8}'.format(candidate) }} {{ source|center(30) }} {{ '%5.2f' % 3.14159 }}",
+    "{{ ([1, 2] + [3])|join(',') }} {{ candidate ~ '!' }} {{ 'ab' * 3 }} {{ 2 ** 10 }} {{ source|replace('S', 's') }}",
+    "{% set ns = namespace(s='') %}{% for s in steps %}{% set ns.s = ns.s ~ s %}{% endfor %}{{ ns.s }}{{ candidate }}"
+    "{{ source }}",
+])
+def test_ordinary_templates_render_in_the_limited_sandbox(tmp_path, text):
+    root = project(tmp_path, "templates/t.j2", **{"specs/templates/t.j2": text + "{{ candidate }}{{ source }}\n"})
+    res = cli("render", "demo", cwd=root)
+    assert res.code == 0, res.err
+
+
+def test_a_variable_the_builtin_template_needs_points_at_data_fields(tmp_path):
+    root = project(tmp_path)
+    spec = root / "specs" / "demo.yaml"
+    spec.write_text(spec.read_text().replace("fields: {source: src, candidate: cand}", "fields: {source: src, answer: cand}"))
+    res = cli("validate", "demo", cwd=root)
+    line = next(n for n, t in enumerate(spec.read_text().splitlines(), 1) if "fields:" in t)
+    assert res.code == 2 and f"specs/demo.yaml:{line}:" in res.err
+    assert "the built-in G-Eval template needs `candidate`: map a column to it under data.fields" in res.err
+
+
+def test_a_column_of_any_name_maps_onto_a_builtin_variable(tmp_path):
+    root = project(tmp_path)
+    data = root / "specs" / "data" / "cases.jsonl"
+    data.write_text(data.read_text().replace('"cand"', '"summary text"'))
+    spec = root / "specs" / "demo.yaml"
+    spec.write_text(spec.read_text().replace("candidate: cand", "candidate: summary text"))
+    res = cli("render", "demo", cwd=root)
+    assert res.code == 0 and "Summary 0" in res.out, res.err
+
+
+def test_unknown_verdict_level_on_a_verdicts_spec(tmp_path):
+    root = make_project(tmp_path / "proj", DEAD, n=2, method="verdicts")
+    f = tmp_path / "v.jsonl"
+    f.write_text(json.dumps({"case_id": "c000", "verdicts": [{"statement": "s", "verdict": "maybe"}]}) + "\n")
+    res = cli("import", "demo", str(f), cwd=root)
+    assert res.code == 2 and "unknown verdict 'maybe'" in res.err and f"{f}:1:" in res.err
+
+
+# -- redaction and output paths ---------------------------------------------------------------------
+def test_redaction_keeps_logprob_tokens_aligned(monkeypatch):
+    key = "sk-aligned-secret-0123456789"
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    content = f'{{"reasoning": "seen Authorization: Bearer {key} here", "score": 4}}'
+    tokens = [content[i:i + 3] for i in range(0, len(content), 3)]
+    body = {"choices": [{"message": {"content": content}, "logprobs": {"content": [
+        {"token": t, "logprob": -0.1, "bytes": list(t.encode()), "top_logprobs": [{"token": t, "logprob": -0.1}]}
+        for t in tokens]}}]}
+    out = redact_body(body)
+    choice = out["choices"][0]
+    assert choice["message"]["content"] == redact(content) and key not in json.dumps(out)
+    assert "".join(t["token"] for t in choice["logprobs"]["content"]) == choice["message"]["content"]
+    assert body["choices"][0]["message"]["content"] == content  # the input is not changed
+
+
+@pytest.mark.parametrize("url, bad", [
+    ("http://127.0.0.1:8000/v1", False), ("https://api.example.org/v1?api-version=2024-06-01", False),
+    ("https://user:pw@api.example.org/v1", True), ("https://token@api.example.org", True),
+    ("https://api.example.org/v1?key=abc", True), ("https://api.example.org/v1?access_token=abc", True),
+])
+def test_url_credentials(url, bad):
+    reason = url_credentials(url)
+    assert (reason is not None) == bad
+    assert reason is None or "pw" not in reason and "abc" not in reason
+
+
+def test_prepare_output_makes_folders_and_refuses_files_in_the_way(tmp_path):
+    target = tmp_path / "a" / "b" / "report.md"
+    assert prepare_output(target) == target and target.parent.is_dir() and not target.exists()
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(InputError) as info:
+        prepare_output(tmp_path / "file" / "sub" / "x.md")
+    assert "is a file, not a directory" in info.value.problems[0].message
+    if os.geteuid() != 0:
+        (tmp_path / "ro").mkdir(mode=0o500)
+        with pytest.raises(InputError, match="permission"):
+            prepare_output(tmp_path / "ro" / "x.md")
+
+
+def test_problems_never_print_a_secret_or_a_huge_line(monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-secret-value-123456")
+    p = Problem("the key sk-ant-secret-value-123456 was refused", file="f.txt", line=2,
+                source="first\nurl: https://u:sk-ant-secret-value-123456@h/v1 " + "x" * 100_000 + "\n")
+    text = p.headline() + p.excerpt()
+    assert "secret-value" not in text and len(text) < 1000

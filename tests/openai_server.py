@@ -139,6 +139,7 @@ class ServerConfig:
     rpm: int | None = None
     tpm: int | None = None
     burst_seconds: float = 1.0
+    ratelimit_headers: bool = True  # False: no x-ratelimit-* headers (429s keep Retry-After), as some providers
     # Echo the caller's secrets: "401" / "500" answer every request of every endpoint with an error whose body
     # holds the Authorization (and for "500" the api-key) header; "reasoning" writes them into the judge's
     # reasoning text of every answer (online and batch).
@@ -447,7 +448,8 @@ class FakeOpenAI:
                              headers=admission.headers)
         message = (f"Rate limit reached {org}Requested {admission.cost}. Please try again in "
                    f"{format_duration(admission.wait)}.")
-        headers = {**admission.headers, "retry-after-ms": str(math.ceil(admission.wait * 1000)),
+        shown = admission.headers if self.config.ratelimit_headers else {}
+        headers = {**shown, "retry-after-ms": str(math.ceil(admission.wait * 1000)),
                    "Retry-After": str(math.ceil(admission.wait))}
         return api_error(429, message, type_=admission.kind, code="rate_limit_exceeded", headers=headers)
 
@@ -481,7 +483,7 @@ class FakeOpenAI:
                 self.state.accepted_at.append(now)
         if admission is not None and not admission.ok:
             return self._rate_limited(body, admission)
-        limits = admission.headers if admission is not None else {}
+        limits = admission.headers if admission is not None and self.config.ratelimit_headers else {}
         fault = self._choose_fault()
         if self.config.latency:
             await asyncio.sleep(self.config.latency)

@@ -13,7 +13,7 @@ from geval_spec.errors import EXIT_GATE, EXIT_INPUT, EXIT_OK, InputError, Proble
 
 if TYPE_CHECKING:  # heavy modules are imported by the command that needs them
     from geval_spec.runner.estimate import DryRun
-    from geval_spec.runner.run import RunResult
+    from geval_spec.runner.run import RunOptions, RunResult
     from geval_spec.spec.load import ParsedSpec
 
 
@@ -113,14 +113,9 @@ def run(
       3    judge unreachable, retry budget spent, no logprobs with fallback none, or --max-cost reached
       130  Ctrl-C (the next run goes on)
     """
-    from geval_spec.analysis.gate import gate_after_run
     from geval_spec.files import prepare_output
     from geval_spec.judge.clients.replay import check_cassette
-    from geval_spec.output.junit import to_junit
-    from geval_spec.runner.estimate import DryRun
-    from geval_spec.runner.run import RunOptions, execute_run
-    from geval_spec.spec.load import load_spec
-    from geval_spec.store.db import Store
+    from geval_spec.runner.run import RunOptions
 
     if model is not None and not model.strip():
         raise InputError(problems=[Problem("--model is empty: give a model string such as openai/gpt-4.1-mini")])
@@ -129,22 +124,36 @@ def run(
     for path, what in ((junit, "JUnit file"), (None if dry_run else db_path(db), "database")):
         if path is not None:
             prepare_output(path, what)
-    shard_of = parse_shard(shard) if shard is not None else None
-    proj = project()
-    parsed = load_spec(proj.resolve(ref))
     options = RunOptions(db=db_path(db), model=model, split=split, limit=limit, concurrency=concurrency,
                          replay=replay, dry_run=dry_run, regenerate_steps=regenerate_steps,
-                         retry_budget=retry_budget, backoff=backoff, ref=ref, shard=shard_of, rpm=rpm, tpm=tpm,
+                         retry_budget=retry_budget, backoff=backoff, ref=ref,
+                         shard=parse_shard(shard) if shard is not None else None, rpm=rpm, tpm=tpm,
                          max_cost=max_cost)
+    return _run(ref, options, junit)
+
+
+def _run(ref: str, options: RunOptions, junit: Path | None) -> int:
+    """Run, then judge the gate on what the run covers and print the summary."""
+    from geval_spec.analysis.gate import gate_after_run
+    from geval_spec.output.junit import to_junit
+    from geval_spec.runner.estimate import DryRun
+    from geval_spec.runner.run import execute_run
+    from geval_spec.spec.load import load_spec
+    from geval_spec.store.db import Store
+
+    proj = project()
+    parsed = load_spec(proj.resolve(ref))
     with ProgressView(parsed.name) as view:
         result = execute_run(parsed, options, on_progress=view.update, on_event=echo_err)
     if isinstance(result, DryRun):
         print_dry_run(parsed, result)
         return EXIT_OK
-    if shard_of is not None:
-        print_run(parsed, result, f"gate not judged: this run is shard {shard}; merge the shards' stores "
+    if options.shard is not None:
+        k, n = options.shard
+        print_run(parsed, result, f"gate not judged: this run is shard {k}/{n}; merge the shards' stores "
                   "(geval-spec merge) and report the merged run", ref)
         return EXIT_OK
+    split = options.split
     with Store(options.db) as store:
         gate = gate_after_run(store, proj, result.run_id, split)
     if gate is None:

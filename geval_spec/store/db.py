@@ -28,12 +28,16 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from geval_spec.dataset.cases import Case
 from geval_spec.errors import Problem, RefError, StoreError
-from geval_spec.judge.types import Details, Judgment, Recorded, Request, Verdict
-from geval_spec.plugins import Finding
+from geval_spec.judge.types import Recorded, Request
 from geval_spec.spec.load import ResolvedSpec
 from geval_spec.store.journal import Journal, abandoned, read_journal
 from geval_spec.store.records import ResponseRecord, RunInfo, RunJudge, RunKind, RunSettings, RunStatus, Usage, now
+from geval_spec.store.judgments import JudgmentTables
 from geval_spec.store.schema import SCHEMA_VERSION, create_or_migrate
+from geval_spec.store.sql import IN as _IN
+from geval_spec.store.sql import TRANSPORT_FAILED
+from geval_spec.store.sql import dumps as _dumps
+from geval_spec.store.sql import loads as _loads
 
 DEFAULT_WAIT = 120.0  # seconds to wait for another process to let go of the file
 
@@ -44,19 +48,9 @@ def _duckdb() -> Any:
     return duckdb
 
 
-def _dumps(value: Any) -> str | None:
-    return None if value is None else json.dumps(value, ensure_ascii=False, sort_keys=True)
-
-
-def _loads(value: str | None) -> Any:
-    return None if value is None else json.loads(value)
-
-
 _RUN_COLUMNS = ("run_id", "kind", "spec_name", "spec_version", "spec_ref", "spec_file", "judging_fp", "analysis_fp",
                 "spec_json", "judges_json", "method", "data_path", "data_sha256", "tool_version", "git_commit",
                 "options_json", "source_file", "source_sha256", "started_at", "ended_at", "status", "error")
-_IN = "IN (SELECT unnest(?::VARCHAR[]))"
-_TRANSPORT_FAILED = "NOT valid AND reason LIKE 'request failed:%'"  # the next run asks again
 
 
 def _connect(path: Path, wait: float, read_only: bool = False) -> Any:
@@ -78,7 +72,7 @@ def _connect(path: Path, wait: float, read_only: bool = False) -> Any:
             pause = min(pause * 1.5, 0.25)
 
 
-class Store:
+class Store(JudgmentTables):
     """A session with one DuckDB results file (keep it short: other processes wait meanwhile)."""
 
     def __init__(self, path: Path, wait: float = DEFAULT_WAIT, recover: bool = True) -> None:
@@ -219,7 +213,7 @@ class Store:
         run = self.get_run(run_id)
         if run is None or run.status != "completed":
             return False
-        row = self.con.execute(f"SELECT count(*) FROM judgments WHERE run_id = ? AND {_TRANSPORT_FAILED}",
+        row = self.con.execute(f"SELECT count(*) FROM judgments WHERE run_id = ? AND {TRANSPORT_FAILED}",
                                [run_id]).fetchone()
         return not row[0]
 
@@ -437,133 +431,3 @@ class Store:
             self.con.execute(f"COPY ({query}) TO '{quoted}' (FORMAT parquet)", {"run": run_id})
             written.append(target)
         return written
-
-    # -- judgments ---------------------------------------------------------------------
-    def _judgment_rows(self, run_id: str, judgments: Sequence[Judgment], case_keys: Mapping[str, str] | None
-                       ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-        rows, vrows = [], []
-        keys = case_keys or {}
-        for j in judgments:
-            dist = None if j.distribution is None else {str(k): v for k, v in j.distribution.items()}
-            details = j.details if j.verdicts is None else replace(j.details, statements=len(j.verdicts))
-            rows.append((run_id, j.case_id, j.judge, j.method, j.score, j.valid, j.reason, _dumps(dist), j.valid_mass,
-                         _dumps(None if j.samples is None else list(j.samples)), j.spread,
-                         _dumps(details.to_json()), keys.get(j.case_id)))
-            for i, v in enumerate(j.verdicts or ()):
-                vrows.append((run_id, j.case_id, j.judge, i, v.statement, v.verdict, v.reason, v.support))
-        return rows, vrows
-
-    def save_judgments(self, run_id: str, judgments: Sequence[Judgment],
-                       case_keys: Mapping[str, str] | None = None, replace_all: bool = True) -> None:
-        """Store judgments (all of the run's, replacing any before, unless ``replace_all`` is False)."""
-        rows, vrows = self._judgment_rows(run_id, judgments, case_keys)
-
-        def work(c: Any) -> None:
-            if replace_all:
-                c.execute("DELETE FROM judgments WHERE run_id = ?", [run_id])
-                c.execute("DELETE FROM verdicts WHERE run_id = ?", [run_id])
-            self.insert(c, "judgments", rows, ignore=not replace_all)
-            self.insert(c, "verdicts", vrows, ignore=not replace_all)
-
-        self.transaction(work)
-
-    def reuse_judgments(self, run_id: str, judges: Sequence[str], case_keys: Mapping[str, str]) -> set[str]:
-        """Copy into ``run_id`` the newest stored judgments with the same case keys and judges; the cases copied.
-
-        A case key covers everything a case's judgment depends on, its id included (see
-        :func:`geval_spec.runner.run.case_keys`), so a rerun of an unchanged spec neither sends nor parses
-        anything for these cases: its judgments, verdicts and findings are copied inside DuckDB. A judgment is
-        stored only once its case is complete, so one from a run stopped midway counts; one that failed in
-        transport ("request failed") does not: its case is asked again.
-        """
-        if not case_keys:
-            return set()
-        rows = self.con.execute(
-            "SELECT case_key, judge, run_id FROM (SELECT j.case_key, j.judge, j.run_id, row_number() OVER "
-            "(PARTITION BY j.case_key, j.judge ORDER BY r.started_at DESC, j.run_id DESC) AS k FROM judgments j "
-            f"JOIN runs r ON r.run_id = j.run_id WHERE j.case_key {_IN} AND j.run_id <> ? AND j.judge {_IN} "
-            f"AND NOT ({_TRANSPORT_FAILED.replace('valid', 'j.valid').replace('reason', 'j.reason')})) WHERE k = 1",
-            [list(case_keys.values()), run_id, list(judges)]).fetchall()
-        have: dict[str, set[str]] = {}
-        for key, judge, _ in rows:
-            have.setdefault(key, set()).add(judge)
-        chosen = [(key, judge, src) for key, judge, src in rows if have[key] >= set(judges)]
-        if not chosen:
-            return set()
-        keys, names, sources = ([row[i] for row in chosen] for i in range(3))
-        pick = ("(SELECT unnest(?::VARCHAR[]) AS case_key, unnest(?::VARCHAR[]) AS judge, "
-                "unnest(?::VARCHAR[]) AS src) p")
-        args = [run_id, keys, names, sources]
-
-        def work(c: Any) -> None:
-            c.execute(f"INSERT OR IGNORE INTO judgments SELECT ?, j.case_id, j.judge, j.method, j.score, j.valid, "
-                      f"j.reason, j.distribution_json, j.valid_mass, j.samples_json, j.spread, j.details_json, "
-                      f"j.case_key FROM {pick} JOIN judgments j ON j.run_id = p.src AND j.case_key = p.case_key "
-                      "AND j.judge = p.judge", args)
-            c.execute(f"INSERT OR IGNORE INTO verdicts SELECT ?, v.case_id, v.judge, v.idx, v.statement, v.verdict, "
-                      f"v.reason, v.support FROM {pick} JOIN judgments j ON j.run_id = p.src "
-                      "AND j.case_key = p.case_key AND j.judge = p.judge JOIN verdicts v ON v.run_id = j.run_id "
-                      "AND v.case_id = j.case_id AND v.judge = j.judge", args)
-            c.execute(f"INSERT OR IGNORE INTO findings SELECT DISTINCT ?, f.case_id, f.idx, f.kind, f.message, "
-                      f"f.start_pos, f.end_pos, f.text FROM {pick} JOIN run_cases rc ON rc.run_id = p.src "
-                      "AND rc.case_key = p.case_key JOIN findings f ON f.run_id = rc.run_id AND f.case_id = rc.case_id",
-                      args)
-
-        self.transaction(work)
-        by_key = {v: k for k, v in case_keys.items()}
-        return {by_key[k] for k in keys}
-
-    def judgment_counts(self, run_id: str) -> tuple[int, int, list[tuple[str, int]], tuple[str, ...]]:
-        """(valid, invalid, why invalid with counts, methods) of a run's judgments, counted in the store."""
-        valid, invalid = self.con.execute("SELECT count(*) FILTER (WHERE valid), count(*) FILTER (WHERE NOT valid) "
-                                          "FROM judgments WHERE run_id = ?", [run_id]).fetchone()
-        reasons = self.con.execute(
-            "SELECT split_part(coalesce(reason, 'invalid'), ' (after', 1) AS why, count(*) AS n FROM judgments "
-            "WHERE run_id = ? AND NOT valid GROUP BY why ORDER BY n DESC, why", [run_id]).fetchall()
-        methods = self.con.execute("SELECT DISTINCT method FROM judgments WHERE run_id = ? ORDER BY method",
-                                   [run_id]).fetchall()
-        return valid, invalid, [(r[0], r[1]) for r in reasons], tuple(m[0] for m in methods)
-
-    def judgments(self, run_id: str) -> list[Judgment]:
-        vmap: dict[tuple[str, str], list[Verdict]] = {}
-        for case_id, judge, statement, verdict, reason, support in self.con.execute(
-                "SELECT case_id, judge, statement, verdict, reason, support FROM verdicts WHERE run_id = ? "
-                "ORDER BY case_id, judge, idx", [run_id]).fetchall():
-            vmap.setdefault((case_id, judge), []).append(Verdict(statement, verdict, reason or "", support or ""))
-        out = []
-        for row in self.con.execute(
-                "SELECT j.case_id, j.judge, j.method, j.score, j.valid, j.reason, j.distribution_json, j.valid_mass, "
-                "j.samples_json, j.spread, j.details_json FROM judgments j LEFT JOIN run_cases c "
-                "ON c.run_id = j.run_id AND c.case_id = j.case_id WHERE j.run_id = ? ORDER BY c.position, j.judge",
-                [run_id]).fetchall():
-            case_id, judge, method, score, valid, reason, dist, mass, samples, spread, details_json = row
-            dist_v = _loads(dist)
-            details = Details.from_json(_loads(details_json))
-            out.append(Judgment(
-                case_id=case_id, judge=judge, method=method, score=score, valid=bool(valid), reason=reason,
-                distribution=None if dist_v is None else {int(k): v for k, v in dist_v.items()}, valid_mass=mass,
-                samples=None if samples is None else tuple(_loads(samples)), spread=spread,
-                verdicts=tuple(vmap.get((case_id, judge), ())) if details.statements is not None else None,
-                details=details))
-        return out
-
-    def save_findings(self, run_id: str, findings: Mapping[str, Sequence[Finding]], replace_all: bool = True) -> None:
-        rows = [(run_id, case_id, i, f.kind, f.message, f.start, f.end, f.text)
-                for case_id, items in findings.items() for i, f in enumerate(items)]
-        if not rows and not replace_all:
-            return
-
-        def work(c: Any) -> None:
-            if replace_all:
-                c.execute("DELETE FROM findings WHERE run_id = ?", [run_id])
-            self.insert(c, "findings", rows, ignore=not replace_all)
-
-        self.transaction(work)
-
-    def findings(self, run_id: str) -> dict[str, tuple[Finding, ...]]:
-        out: dict[str, list[Finding]] = {}
-        for case_id, kind, message, start, end, text in self.con.execute(
-                "SELECT case_id, kind, message, start_pos, end_pos, text FROM findings WHERE run_id = ? "
-                "ORDER BY case_id, idx", [run_id]).fetchall():
-            out.setdefault(case_id, []).append(Finding(kind, message, start, end, text))
-        return {k: tuple(v) for k, v in out.items()}

@@ -1,0 +1,244 @@
+"""Real provider limits against the local server: rate limits (declared and adaptive), reasoning models,
+provider settings, prompt-cache accounting and the cost ceiling."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from conftest import cli
+from e2e_helpers import make_project
+from openai_server import FakeOpenAI, ServerConfig, request_tokens
+
+from geval_spec.judge import costs
+from geval_spec.judge.clients import client_name
+from geval_spec.judge.clients.base import duration_seconds, rate_info
+from geval_spec.judge.clients.http_client import wire_body
+from geval_spec.judge.requests import request_body
+from geval_spec.runner.pacing import rate_cost
+from geval_spec.spec.sections import Judge
+
+LONG_SOURCE = "The council approved the new budget after a long debate about schools and roads. " * 12
+
+
+def _project(tmp_path: Path, api_base: str, n: int, *, judge_extra: str = "", model: str = "openai/judge-small",
+             **kw) -> Path:
+    root = make_project(tmp_path, api_base, n=n, client="openai-http", **kw)
+    spec = root / "specs" / "demo.yaml"
+    text = spec.read_text().replace("model: openai/judge-small", f"model: {model}")
+    if judge_extra:
+        text = text.replace("  client: openai-http\n", f"  client: openai-http\n{judge_extra}")
+    spec.write_text(text)
+    data = root / "specs" / "data" / "cases.jsonl"
+    rows = [json.loads(line) for line in data.read_text().splitlines()]
+    data.write_text("\n".join(json.dumps({**r, "src": LONG_SOURCE + r["src"]}) for r in rows) + "\n")
+    return root
+
+
+def _achieved(srv: FakeOpenAI) -> float:
+    """Requests per minute the server accepted, from the first to the last accepted request."""
+    times = sorted(srv.state.accepted_at)
+    return (len(times) - 1) / (times[-1] - times[0]) * 60.0
+
+
+def _store(root: Path):
+    return duckdb.connect(str(root / ".geval" / "results.duckdb"), read_only=True)
+
+
+# -- rate limits ---------------------------------------------------------------------------------------------
+
+def test_declared_limits_are_paced_evenly_with_no_429_and_near_the_limit(tmp_path):
+    rpm = 900  # 15 a second; tokens bind first: each request costs about 480 tokens, tpm 240,000 = 500/min
+    with FakeOpenAI(ServerConfig(rpm=rpm, tpm=240_000, latency=0.05)) as srv:
+        root = _project(tmp_path, srv.base_url, 60, judge_extra=f"  limits: {{rpm: {rpm}, tpm: 240000}}\n")
+        res = cli("run", "demo", "--concurrency", "32", cwd=root)
+        assert res.code == 0, res.err
+        assert srv.state.rate_limited == 0 and srv.state.total == 60
+        cost = request_tokens(srv.state.bodies[0])
+        limit = min(rpm, 240_000 / cost)
+        assert 0.9 * limit <= _achieved(srv) <= 1.1 * limit, (_achieved(srv), limit)
+        assert "paced to 900 rpm, 240,000 tpm" in res.err or "paced to" in res.err
+
+
+def test_cli_limits_override_the_spec_and_a_full_minute_is_never_sent_at_once(tmp_path):
+    # the spec allows far more than the server; --rpm brings it down to the server's limit
+    with FakeOpenAI(ServerConfig(rpm=600, latency=0.02)) as srv:
+        root = _project(tmp_path, srv.base_url, 40, judge_extra="  limits: {rpm: 100000}\n")
+        res = cli("run", "demo", "--concurrency", "32", "--rpm", "600", cwd=root)
+        assert res.code == 0, res.err
+        assert srv.state.rate_limited == 0
+        gaps = [b - a for a, b in zip(srv.state.accepted_at, srv.state.accepted_at[1:])]
+        assert min(gaps) > 0.05  # a request every 0.1 s, never a burst
+        assert 0.9 * 600 <= _achieved(srv) <= 1.1 * 600
+
+
+def test_without_limits_the_pace_adapts_to_the_providers_headers(tmp_path):
+    rpm = 1200
+    with FakeOpenAI(ServerConfig(rpm=rpm, latency=0.05)) as srv:
+        root = _project(tmp_path, srv.base_url, 160)
+        res = cli("run", "demo", "--concurrency", "64", cwd=root)
+        assert res.code == 0, res.err
+        answered = srv.state.statuses[200]
+        assert answered == 160
+        assert srv.state.rate_limited <= 0.05 * srv.state.total, srv.state.rate_limited
+        assert _achieved(srv) >= 0.8 * rpm
+
+
+def test_without_headers_429s_cut_the_window_and_retry_after_is_honoured(tmp_path):
+    with FakeOpenAI(ServerConfig(rpm=600, latency=0.05, ratelimit_headers=False)) as srv:
+        root = _project(tmp_path, srv.base_url, 60)
+        res = cli("run", "demo", "--concurrency", "64", cwd=root)
+        assert res.code == 0, res.err
+        assert srv.state.statuses[200] == 60  # every case answered in the end
+        assert srv.state.rate_limited < 60  # a 64-wide burst would have had 50 refused at once
+
+
+def test_rate_cost_counts_what_the_server_counts():
+    judge = Judge(model="openai/x", max_tokens=300)
+    body = request_body(judge, [{"role": "system", "content": "a" * 1001}, {"role": "user", "content": "b" * 7}],
+                        logprobs=False, n=2)
+    assert rate_cost(body) == request_tokens(body) == 252 + 600
+
+
+@pytest.mark.parametrize("text,seconds", [("0s", 0.0), ("120ms", 0.12), ("1.5s", 1.5), ("6m0s", 360.0),
+                                          ("1h2m3s", 3723.0), ("2", 2.0), ("soon", None)])
+def test_reset_durations(text, seconds):
+    assert duration_seconds(text) == seconds
+
+
+def test_rate_info_reads_openai_and_litellm_headers():
+    info = rate_info({"x-ratelimit-limit-requests": "500", "llm_provider-x-ratelimit-remaining-tokens": "10",
+                      "x-ratelimit-reset-requests": "120ms", "content-type": "application/json"})
+    assert info is not None and info.limit_requests == 500 and info.remaining_tokens == 10
+    assert info.reset_requests == pytest.approx(0.12)
+    assert rate_info({"content-type": "x"}) is None
+
+
+# -- reasoning models and provider settings ----------------------------------------------------------------
+
+def test_a_fixed_temperature_is_refused_before_anything_is_sent(tmp_path):
+    with FakeOpenAI(ServerConfig(fixed_temperature_models={"o3-mini": 1.0})) as srv:
+        root = _project(tmp_path, srv.base_url, 4, model="openai/o3-mini", method="direct")
+        res = cli("run", "demo", cwd=root)
+        assert res.code == 2 and srv.state.total == 0
+        assert "temperature" in res.err and "takes only temperature 1" in res.err
+        assert re.search(r"demo\.yaml:\d+:\d+", res.err), res.err
+        res = cli("run", "demo", "--model", "openai/gpt-5-mini", cwd=root)
+        assert res.code == 2 and "--model openai/gpt-5-mini takes only temperature 1" in res.err
+
+
+def test_no_logprobs_names_scoring_fallback(tmp_path):
+    with FakeOpenAI(ServerConfig(no_logprobs_models={"o3-mini"})) as srv:
+        root = _project(tmp_path, srv.base_url, 4, model="openai/o3-mini", temperature=1,
+                        scoring_extra="  fallback: none\n")
+        res = cli("run", "demo", cwd=root)
+        assert res.code == 2 and srv.state.total == 0
+        assert "returns no logprobs" in res.err and "scoring.fallback" in res.err
+
+
+def test_reasoning_settings_pass_through_and_reasoning_tokens_are_counted_and_billed(tmp_path):
+    config = ServerConfig(fixed_temperature_models={"o3-mini": 1.0}, no_logprobs_models={"o3-mini"},
+                          reasoning_tokens=40)
+    with FakeOpenAI(config) as srv:
+        root = _project(tmp_path, srv.base_url, 6, model="openai/o3-mini", method="direct", temperature=1,
+                        judge_extra="  params: {reasoning_effort: low, top_p: 0.5}\n")
+        res = cli("run", "demo", cwd=root)
+        assert res.code == 0, res.err
+        assert all(p == {"reasoning_effort": "low", "top_p": 0.5, "seed": 7} for p in srv.state.extra_params)
+        assert all("max_completion_tokens" in b and "max_tokens" not in b for b in srv.state.bodies)
+        assert "of them reasoning" in res.out
+        price = costs.price("openai/o3-mini")
+        with _store(root) as con:
+            rows = con.execute("SELECT prompt_tokens, completion_tokens, reasoning_tokens, cost FROM answers").fetchall()
+        for pt, ct, rt, cost in rows:
+            assert rt == 40 and ct >= 40
+            assert cost == pytest.approx(pt * price.input + ct * price.output)
+
+
+def test_params_are_in_the_judging_fingerprint_and_reserved_keys_are_refused(tmp_path):
+    root = _project(tmp_path, "http://127.0.0.1:9", 4)
+    fp = json.loads(cli("list", "--format", "json", cwd=root).out)
+    spec = root / "specs" / "demo.yaml"
+    text = spec.read_text()
+    spec.write_text(text.replace("  client: openai-http\n", "  client: openai-http\n  params: {top_p: 0.9}\n"))
+    fp2 = json.loads(cli("list", "--format", "json", cwd=root).out)
+    assert fp[0]["judging"] != fp2[0]["judging"]
+    assert fp[0]["analysis"] == fp2[0]["analysis"]
+    spec.write_text(text.replace("  client: openai-http\n", "  client: openai-http\n  limits: {rpm: 10}\n"))
+    fp3 = json.loads(cli("list", "--format", "json", cwd=root).out)
+    assert fp3[0]["judging"] == fp[0]["judging"]  # pacing changes no answer
+    spec.write_text(text.replace("  client: openai-http\n", "  client: openai-http\n  params: {temperature: 1}\n"))
+    res = cli("validate", cwd=root)
+    assert res.code == 2 and "temperature: set by geval-spec itself" in res.err and "demo.yaml:" in res.err
+
+
+def test_client_auto_and_cache_marks():
+    assert client_name("auto", "openai/gpt-4.1-mini") == "openai-http"
+    assert client_name("auto", "gpt-4.1-mini") == "openai-http"
+    assert client_name("auto", "anthropic/claude-sonnet-4-5") == "litellm"
+    assert client_name("litellm", "openai/gpt-4.1-mini") == "litellm"
+    messages = [{"role": "system", "content": "static"}, {"role": "user", "content": "case"}]
+    marked = request_body(Judge(model="anthropic/claude-sonnet-4-5", cache_prefix=True), messages, logprobs=False)
+    assert marked["cache_control_injection_points"] == [{"location": "message", "role": "system"}]
+    openai = request_body(Judge(model="openai/gpt-4.1-mini", cache_prefix=True), messages, logprobs=False)
+    assert "cache_control_injection_points" not in openai  # OpenAI caches prefixes by itself
+    assert "cache_control_injection_points" not in wire_body(marked)  # never sent to an OpenAI endpoint
+
+
+# -- prompt caching -------------------------------------------------------------------------------------
+
+def test_cached_tokens_are_stored_priced_at_the_cached_rate_and_summarised(tmp_path):
+    with FakeOpenAI(ServerConfig(cached_tokens=0.5)) as srv:
+        root = _project(tmp_path, srv.base_url, 8, model="openai/gpt-4.1-mini")
+        res = cli("run", "demo", cwd=root)
+        assert res.code == 0, res.err
+        price = costs.price("openai/gpt-4.1-mini")
+        with _store(root) as con:
+            rows = con.execute("SELECT prompt_tokens, completion_tokens, cached_tokens, cost FROM answers").fetchall()
+        saved = 0.0
+        for pt, ct, cached, cost in rows:
+            assert cached == pt // 2
+            assert cost == pytest.approx((pt - cached) * price.input + cached * price.cached_input + ct * price.output)
+            saved += cached * (price.input - price.cached_input)
+        assert re.search(r"= 50% read from the provider's cache, saving \$", res.out), res.out
+        assert f"${saved:,.4f}" in res.out
+
+
+# -- the cost ceiling ------------------------------------------------------------------------------------
+
+def test_max_cost_refuses_a_run_whose_estimate_is_above_it(tmp_path):
+    with FakeOpenAI(ServerConfig()) as srv:
+        root = _project(tmp_path, srv.base_url, 20, model="openai/gpt-4.1-mini")
+        res = cli("run", "demo", "--max-cost", "0.0001", cwd=root)
+        assert res.code == 3 and srv.state.total == 0
+        assert "--max-cost $0.0001: the estimate for this run is $" in res.err and "nothing was sent" in res.err
+        res = cli("run", "demo", "--max-cost", "1", "--model", "openai/not-in-the-map", cwd=root)
+        assert res.code == 2 and "cannot be enforced" in res.err and srv.state.total == 0
+
+
+def test_max_cost_stops_before_passing_the_ceiling_and_the_run_goes_on(tmp_path):
+    n = 40
+    with FakeOpenAI(ServerConfig()) as srv:
+        root = _project(tmp_path, srv.base_url, n, model="openai/gpt-4.1-mini")
+        assert cli("run", "demo", "--limit", "4", cwd=root).code == 0  # earlier answers: a typical output length
+        dry = cli("run", "demo", "--dry-run", cwd=root)
+        estimate = float(re.search(r"cost +about \$([0-9.]+)", dry.out).group(1))
+        ceiling = estimate + 0.0001  # the estimate is printed to 4 decimals
+        # the estimate is just under the ceiling, but every request in flight reserves its most (max_tokens)
+        res = cli("run", "demo", "--max-cost", f"{ceiling:.6f}", "--concurrency", "4", cwd=root)
+        assert res.code == 3, res.err
+        assert f"--max-cost ${ceiling:.4f} reached: this run spent $" in res.err
+        with _store(root) as con:
+            answered = con.execute("SELECT count(*) FROM answers").fetchone()[0]
+            newest = con.execute("SELECT run_id FROM runs ORDER BY started_at DESC LIMIT 1").fetchone()[0]
+            spent = con.execute("SELECT sum(cost) FROM answers WHERE run_id = ?", [newest]).fetchone()[0]
+        assert 4 < answered < n
+        assert spent <= ceiling
+        before = srv.state.total
+        res = cli("run", "demo", cwd=root)
+        assert res.code == 0, res.err
+        assert srv.state.total - before == n - answered  # only the rest is sent

@@ -573,9 +573,11 @@ def main() -> None:
     ap.add_argument("--tpm", type=int, default=None, help="tokens per minute (default: unlimited)")
     ap.add_argument("--burst-seconds", type=float, default=1.0,
                     help="how many seconds of the rpm/tpm limits a full bucket holds")
+    ap.add_argument("--no-ratelimit-headers", action="store_true", help="send no x-ratelimit-* headers")
     args = ap.parse_args()
     server = FakeOpenAI(ServerConfig(latency=args.latency, fault_rate=args.fault_rate, rpm=args.rpm, tpm=args.tpm,
-                                     burst_seconds=args.burst_seconds))
+                                     burst_seconds=args.burst_seconds,
+                                     ratelimit_headers=not args.no_ratelimit_headers))
 
     async def serve() -> None:
         await server._start(args.port)

@@ -40,7 +40,8 @@ def pace_text(state: PaceState) -> str:
     if state.mode == "declared":
         text = f"paced to {limits}" if limits else ""
     else:
-        text = f"adapting: {state.window} in flight" + (f", {limits} learned" if limits else "")
+        how = "learned" if state.learned else "estimated from 429s"
+        text = f"adapting: {state.window} in flight" + (f", {limits} {how}" if limits else "")
     if state.held >= 0.5:
         text += f"{', ' if text else ''}holding {state.held:.0f}s (429)"
     return text

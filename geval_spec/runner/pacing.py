@@ -20,7 +20,10 @@ Retry-After holds every send of this judge until then. When answers carry
 ``x-ratelimit-limit-requests``/``-tokens`` headers (OpenAI, Azure and most
 compatible servers send them), the limits they name are paced as if
 declared, at a share that a 429 cuts by a fifth and each answer restores a
-little; ``x-ratelimit-remaining-*`` at 0 holds sends until its ``reset-*``.
+little; ``x-ratelimit-remaining-*`` at 0 holds sends until its ``reset-*``. Without
+such headers, the first 429 starts pacing at nine tenths of the rate answers
+were coming at; each later 429 cuts that pace by a tenth and each answer
+raises it by a thousandth, probing for the limit.
 
 The executor asks :meth:`Pacer.acquire` before every attempt and reports
 each outcome to :meth:`Pacer.release`. One pacer serves every judge with the
@@ -32,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from collections import deque
 from dataclasses import dataclass
 from geval_spec.judge.types import JsonObject, RateInfo
 
@@ -40,6 +44,10 @@ CUT = 0.5  # the window after a 429
 LEARNED_CUT = 0.8  # the share of a learned limit after a 429
 LEARNED_FLOOR = 0.3
 LEARNED_GAIN = 0.002  # share regained per answer
+ESTIMATED_CUT = 0.9  # without headers: the pace after a 429, as a share of the rate answers came at
+ESTIMATED_GAIN = 0.001  # ... probing upwards by this share per answer
+ESTIMATED_CEILING = 4.0
+ANSWERS_KEPT = 64  # answer times kept to estimate the rate
 
 
 def rate_cost(body: JsonObject) -> int:
@@ -78,6 +86,7 @@ class PaceState:
     tpm: float | None
     window: int  # requests allowed in flight
     learned: bool  # adaptive mode found limits in the provider's headers
+    estimated: bool  # ... or estimated a pace from when 429s began (no headers)
     held: float  # seconds sends are held for a Retry-After or an exhausted budget
 
 
@@ -97,8 +106,10 @@ class Pacer:
         self.concurrency = max(1, concurrency)
         self.window = float(self.concurrency if self.declared else min(self.concurrency, SLOW_START))
         self.slow_start = not self.declared
-        self.share = 1.0  # of learned limits
-        self.learned = False
+        self.share = 1.0  # of learned (or estimated) limits
+        self.learned = False  # limits from x-ratelimit headers
+        self.estimated = False  # a pace from the rate answers came at when 429s began (no headers)
+        self._answers: deque[float] = deque(maxlen=ANSWERS_KEPT)
         self.round = 0
         self.in_flight = 0
         self.hold_until = 0.0
@@ -148,13 +159,29 @@ class Pacer:
                 self.round += 1
                 self.slow_start = False
                 self.window = max(1.0, self.window * CUT)
-                self.share = max(LEARNED_FLOOR, self.share * LEARNED_CUT)
+                self._cut(now)
         elif not self.declared:
+            self._answers.append(now)
             self.window = min(float(self.concurrency),
                               self.window + (1.0 if self.slow_start else 1.0 / max(1.0, self.window)))
-            self.share = min(1.0, self.share + LEARNED_GAIN)
+            if self.estimated:
+                self.share = min(ESTIMATED_CEILING, self.share + ESTIMATED_GAIN)
+            else:
+                self.share = min(1.0, self.share + LEARNED_GAIN)
         if self._freed is not None:
             self._freed.set()
+
+    def _cut(self, now: float) -> None:
+        """A 429 in adaptive mode: slow the learned pace, or (no headers) start pacing below the answer rate."""
+        if self.learned:
+            self.share = max(LEARNED_FLOOR, self.share * LEARNED_CUT)
+        elif self.estimated:
+            self.share = max(LEARNED_FLOOR, self.share * ESTIMATED_CUT)
+        else:
+            recent = [t for t in self._answers if t >= now - 5.0]
+            if len(recent) >= 3 and recent[-1] > recent[0]:
+                self.requests = Schedule((len(recent) - 1) / (recent[-1] - recent[0]) * 60.0)
+                self.estimated, self.share = True, ESTIMATED_CUT
 
     def _learn(self, info: RateInfo, now: float) -> None:
         if info.limit_requests and (self.requests is None or self.requests.per_minute != info.limit_requests):
@@ -163,6 +190,8 @@ class Pacer:
         if info.limit_tokens and (self.tokens is None or self.tokens.per_minute != info.limit_tokens):
             self.tokens = _rescheduled(self.tokens, info.limit_tokens)
             self.learned = True
+        if self.learned and self.estimated:
+            self.estimated, self.share = False, min(self.share, 1.0)
         for remaining, reset in ((info.remaining_requests, info.reset_requests),
                                  (info.remaining_tokens, info.reset_tokens)):
             if remaining == 0 and reset:
@@ -173,7 +202,7 @@ class Pacer:
         return PaceState(mode="declared" if self.declared else "adaptive",
                          rpm=self.requests.per_minute * share if self.requests else None,
                          tpm=self.tokens.per_minute * share if self.tokens else None,
-                         window=max(1, int(self.window)), learned=self.learned,
+                         window=max(1, int(self.window)), learned=self.learned, estimated=self.estimated,
                          held=max(0.0, self.hold_until - time.monotonic()))
 
 

@@ -76,10 +76,15 @@ class Delta(Result):
 
 
 class DeltaEntry(Result):
+    """One split and level: n counts what both sides use (cases; groups valid on both; systems)."""
+
+    OMIT_IF_NONE = frozenset({"skipped_groups_a", "skipped_groups_b"})
     spearman: Delta
     pearson: Delta
     kendall: Delta
     n: int
+    skipped_groups_a: int | None = None  # group level: groups where A's correlation is undefined
+    skipped_groups_b: int | None = None
 
     def metric(self, name: str) -> Delta:
         value: Delta = getattr(self, name)
@@ -232,15 +237,18 @@ def _correlations(al: Aligned, spec: Spec) -> dict[str, dict[str, DeltaEntry]]:
         systems = list(np.asarray(frame.systems, dtype=object)[m])
         for level in levels_present(frame):
             deltas = {}
-            n = 0
+            found = {}
             for metric in METRICS:
                 d = paired_difference(al.a[m], al.b[m], h[m], metric, level, units=units, draws=bs.draws,
                                       seed=bs.seed, conf=bs.level, groups=groups,
                                       systems=systems if level == "system" else None)
                 deltas[metric] = Delta(a=rounded(d.a), b=rounded(d.b), difference=rounded(d.diff),
                                        ci_low=rounded(d.ci_low), ci_high=rounded(d.ci_high))
-                n = d.n
-            out[split][level] = DeltaEntry(**deltas, n=n)
+                found[metric] = d
+            d = found[spec.calibration.metric]
+            skipped = level == "group"
+            out[split][level] = DeltaEntry(**deltas, n=d.n, skipped_groups_a=d.skipped_a if skipped else None,
+                                           skipped_groups_b=d.skipped_b if skipped else None)
     return out
 
 

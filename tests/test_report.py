@@ -234,3 +234,34 @@ def test_pass_mark_summary_is_reported(tmp_path):
     assert abs(pm["overall"]["accuracy_when_valid"] - pm["overall"]["accuracy"] / pm["overall"]["validity"]) < 1e-3
     md = cli("report", "summeval-consistency", "--out", "-", "--db", db, cwd=tmp_path).out
     assert "### Accuracy at the pass mark" in md
+
+
+def test_sweep_leakage_chosen_temperature_is_measured_on_test_when_the_gate_is_on_all(tmp_path):
+    """With calibration.split: all the chosen T used to be measured on all, which contains dev."""
+    shutil.copytree(ROOT / "specs", tmp_path / "specs")
+    spec = tmp_path / "specs" / "summeval-consistency.yaml"
+    spec.write_text(spec.read_text().replace("  split: test", "  split: all"))
+    db = str(tmp_path / "r.duckdb")
+    assert cli("import", "summeval-consistency", "specs/data/tcva/summeval-consistency.verdicts.jsonl", "--db", db,
+               cwd=tmp_path).code == 0
+    res = cli("sweep", "summeval-consistency", "--format", "json", "--db", db, cwd=tmp_path)
+    assert res.code == 0, res.err
+    s = json.loads(res.out)
+    assert s["test"]["split"] == "test" and s["test"]["n"] == 92 and s["measured_on"] == "test"
+    md = cli("sweep", "summeval-consistency", "--db", db, cwd=tmp_path).out
+    assert "only then measured on test, which shares no case with dev" in md
+    r = json.loads(cli("report", "summeval-consistency", "--format", "json", "--out", "-", "--db", db,
+                       cwd=tmp_path).out)
+    assert r["gate"]["split"] == "all" and r["sweep"]["test"]["split"] == "test"
+
+
+def test_sweep_leakage_validate_warns_when_the_gate_is_on_all_with_splits(tmp_path):
+    shutil.copytree(ROOT / "specs", tmp_path / "specs")
+    spec = tmp_path / "specs" / "summeval-consistency.yaml"
+    res = cli("validate", "summeval-consistency", cwd=tmp_path)
+    assert res.code == 0 and "calibration.split" not in res.err
+    spec.write_text(spec.read_text().replace("  split: test", "  split: all"))
+    res = cli("validate", "summeval-consistency", cwd=tmp_path)
+    assert res.code == 0, res.err
+    assert "warning [calibration.split]: the gate is judged on all cases, dev included" in res.err
+    assert "hint: set calibration.split: test" in res.err

@@ -327,27 +327,28 @@ class SweepBlock(Result):
     metric: str
     level: str
     chosen_on: str
+    measured_on: str  # test: never a split that contains dev
     chosen_temperature: float | None
     grid: list[SweepRow]
     test: SweepTest | None
 
 
 class SweepReport(Result):
-    """What ``geval-spec sweep`` prints: the sweep of one run."""
+    """What ``geval-spec sweep`` prints: the sweep of one run (the fields of :class:`SweepBlock` after its ids)."""
 
     spec: str
     run: str
     metric: str
     level: str
     chosen_on: str
+    measured_on: str
     chosen_temperature: float | None
     grid: list[SweepRow]
     test: SweepTest | None
 
     @property
     def block(self) -> SweepBlock:
-        return SweepBlock(metric=self.metric, level=self.level, chosen_on=self.chosen_on,
-                          chosen_temperature=self.chosen_temperature, grid=self.grid, test=self.test)
+        return SweepBlock(**{name: getattr(self, name) for name in SweepBlock.model_fields})
 
 
 class Disagreement(Result):

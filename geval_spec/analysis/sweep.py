@@ -3,6 +3,10 @@
 Only the aggregation depends on the temperature, so the sweep sends nothing:
 every temperature is a re-aggregation of the same stored verdicts
 (:func:`geval_spec.judge.tcva.tcva_matrix`, vectorised).
+
+The chosen temperature is always measured on ``test``, which shares no case
+with dev, whatever split the gate is judged on (``all`` contains dev, and
+``dev`` is where the choice was made). Without test cases it is not measured.
 """
 
 from __future__ import annotations
@@ -11,7 +15,15 @@ from typing import Sequence
 
 import numpy as np
 
-from geval_spec.analysis.frame import Findings, Source, build_frame, levels_present, penalty_cut, rescore_verdicts
+from geval_spec.analysis.frame import (
+    Findings,
+    Source,
+    build_frame,
+    levels_present,
+    penalty_cut,
+    rescore_verdicts,
+    splits_present,
+)
 from geval_spec.analysis.gate import level_result
 from geval_spec.analysis.resolve import Loaded
 from geval_spec.analysis.results import SweepBlock, SweepReport, SweepRow, SweepTest, rounded
@@ -19,6 +31,9 @@ from geval_spec.dataset.cases import Dataset
 from geval_spec.errors import InputError, Problem
 from geval_spec.judge.tcva import temperature_to_p
 from geval_spec.judge.types import Judgment
+
+
+MEASURED_ON = "test"  # never the gate's split when that is all (it contains dev) or dev
 
 
 def default_grid() -> list[float]:
@@ -54,15 +69,14 @@ def sweep(source: Source, run_case_ids: Sequence[str], judgments: Sequence[Judgm
         if value is not None and (best is None or value > best[1] + 1e-12):
             best = (t, value)
     chosen = best[0] if best else None
-    test_split = cal.split if cal.split != "dev" else "test"
     test = None
-    if chosen is not None:
-        est = level_result(frame, spec, test_split, level, scores=per_t[grid.index(chosen)],
+    if chosen is not None and MEASURED_ON in splits_present(frame, spec):
+        est = level_result(frame, spec, MEASURED_ON, level, scores=per_t[grid.index(chosen)],
                            with_ci=with_test_ci, metrics=(cal.metric,)).estimates[cal.metric]
-        test = SweepTest(split=test_split, value=rounded(est.value), ci_low=rounded(est.ci_low),
+        test = SweepTest(split=MEASURED_ON, value=rounded(est.value), ci_low=rounded(est.ci_low),
                          ci_high=rounded(est.ci_high), n=est.n)
-    return SweepBlock(metric=cal.metric, level=level, chosen_on="dev", chosen_temperature=chosen, grid=rows,
-                      test=test)
+    return SweepBlock(metric=cal.metric, level=level, chosen_on="dev", measured_on=MEASURED_ON,
+                      chosen_temperature=chosen, grid=rows, test=test)
 
 
 def sweep_report(loaded: Loaded) -> SweepReport:
@@ -76,6 +90,4 @@ def sweep_report(loaded: Loaded) -> SweepReport:
                                            "defines no splits",
                                            hint="add split: {by: group, fractions: {dev: 0.5, test: 0.5}}")])
     block = sweep(loaded.source, loaded.case_ids, loaded.judgments, findings=loaded.findings)
-    return SweepReport(spec=spec.name, run=loaded.run.run_id, metric=block.metric, level=block.level,
-                       chosen_on=block.chosen_on, chosen_temperature=block.chosen_temperature, grid=block.grid,
-                       test=block.test)
+    return SweepReport(spec=spec.name, run=loaded.run.run_id, **dict(block))

@@ -149,8 +149,8 @@ def sample_size_lines(ss: SampleSize) -> list[str]:
 
 
 def sweep_markdown(s: SweepBlock) -> list[str]:
-    lines = [f"{s.metric} at {s.level} level on dev for each temperature; the best one is chosen on dev and "
-             "only then measured on test.", ""]
+    lines = [f"{s.metric} at {s.level} level on dev for each temperature; the temperature is chosen on dev and "
+             f"only then measured on {s.measured_on}, which shares no case with dev.", ""]
     lines += table(["T:", "p:", "dev:", "dev n:"], [
         [f"{row.temperature:.2f}", f3(row.p), f3(row.dev) + (" (chosen)" if row.temperature == s.chosen_temperature
                                                              else ""), row.dev_n]
@@ -159,6 +159,8 @@ def sweep_markdown(s: SweepBlock) -> list[str]:
     t = s.test
     if t:
         lines.append(f"Chosen T = {s.chosen_temperature}: {s.metric} on {t.split} {est_md(t)} (n = {t.n}).")
+    elif s.chosen_temperature is not None:
+        lines.append(f"Chosen T = {s.chosen_temperature}: not measured, the {s.measured_on} split has no cases.")
     else:
         lines.append("No temperature gives a defined correlation on dev.")
     return lines

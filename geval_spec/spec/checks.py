@@ -165,11 +165,17 @@ def _splits(spec: Spec, doc: YamlDocument) -> list[Problem]:
         if split.by == "group" and spec.data.group is None:
             out.append(p(("split", "by"), "split by group needs data.group", hint="or use by: id"))
     cal = spec.calibration
+    if cal.split == "all" and split is not None:
+        out.append(p(("calibration", "split"),
+                     "the gate is judged on all cases, dev included: not on data unseen by tuning",
+                     hint="set calibration.split: test (the TCVA sweep chooses on dev and measures on test)",
+                     severity="warning"))
     if cal.split != "all":
         if split is None:
             out.append(p(("calibration", "split"),
                          f"the gate is judged on split {cal.split!r}, but the spec defines no splits",
-                         hint="add split: {by: group, fractions: {dev: 0.5, test: 0.5}} or use split: all"))
+                         hint="add split: {by: group, fractions: {dev: 0.5, test: 0.5}}, or set "
+                              "calibration.split: all"))
         elif isinstance(split, SplitByHash) and split.fractions.get(cal.split, 0) <= 0:
             out.append(p(("calibration", "split"), f"split {cal.split!r} gets no cases from split.fractions"))
     if cal.level == "group" and spec.data.group is None:

@@ -265,3 +265,45 @@ def test_sweep_leakage_validate_warns_when_the_gate_is_on_all_with_splits(tmp_pa
     assert res.code == 0, res.err
     assert "warning [calibration.split]: the gate is judged on all cases, dev included" in res.err
     assert "hint: set calibration.split: test" in res.err
+
+
+def test_sweep_ties_keep_the_spec_temperature(summeval):
+    """Dev values 0.630-0.636 within a dev interval 0.31 wide: T = 0.1 used to be chosen silently."""
+    db, run_id = summeval
+    res = cli("sweep", run_id, "--format", "json", "--db", str(db))
+    assert res.code == 0, res.err
+    s = json.loads(res.out)
+    assert s["chosen_temperature"] == 0.5 and s["told_apart"] is False
+    assert s["best_temperature"] == 0.1 and s["spec_temperature"] == 0.5
+    assert s["dev_range"] == [0.6299, 0.6359]
+    d = s["best_minus_spec"]
+    assert d["ci_low"] <= 0 < d["value"] < s["dev_at_spec"]["ci_high"] - s["dev_at_spec"]["ci_low"]
+    assert s["test"]["value"] == json.loads(report(db, run_id, "json").out)["gate"]["value"]  # measured at T = 0.5
+    md = cli("sweep", run_id, "--db", str(db)).out
+    assert "Dev values range from 0.630 to 0.636 (0.006) over the temperatures" in md
+    assert "the temperatures cannot be told apart on dev, so the spec's T = 0.5 is kept" in md
+    assert "| 0.50 | 1.000 | 0.633 (chosen) | 77 |" in md and "| 0.10 | -8.000 | 0.636 (best) | 77 |" in md
+
+
+def test_sweep_ties_a_clear_winner_is_chosen(tmp_path):
+    """When the best temperature beats the spec's with a paired interval above 0, it is chosen."""
+    import random
+
+    from import_helpers import import_lines, write_project
+
+    from geval_spec import tcva_score
+
+    rng = random.Random(3)
+    levels = ["fully", "mostly", "partially", "minor", "none"]
+    rows, lines = [], []
+    for i in range(160):
+        verdicts = [rng.choice(levels) for _ in range(5)]
+        rows.append({"id": f"c{i}", "doc": f"d{i // 2}", "human": round(tcva_score(verdicts, 0.1), 4)})
+        lines.append({"case_id": f"c{i}", "verdicts": [{"verdict": v} for v in verdicts]})
+    write_project(tmp_path, rows, "aggregation: {temperature: 1.0}\nsplit: {by: group, fractions: {dev: 0.5, "
+                  "test: 0.5}, seed: 1}\ncalibration: {split: test}\nbootstrap: {draws: 500, seed: 1}\n",
+                  method="verdicts")
+    run_id = import_lines(tmp_path, lines, "v")
+    s = json.loads(cli("sweep", run_id, "--format", "json", cwd=tmp_path).out)
+    assert s["best_temperature"] == 0.1 and s["told_apart"] is True and s["chosen_temperature"] == 0.1
+    assert s["best_minus_spec"]["ci_low"] > 0 and s["test"]["split"] == "test"

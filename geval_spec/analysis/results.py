@@ -324,11 +324,24 @@ class SweepTest(Result):
 
 
 class SweepBlock(Result):
+    """The sweep: dev values per temperature, the choice made on dev, the chosen temperature on test.
+
+    The spec's own temperature is kept unless the best one on dev is told
+    apart from it: the paired bootstrap interval of best - spec on dev lies
+    above 0 (``told_apart``; None when the best is the spec's own).
+    """
+
     metric: str
     level: str
     chosen_on: str
     measured_on: str  # test: never a split that contains dev
+    spec_temperature: float
+    best_temperature: float | None
     chosen_temperature: float | None
+    told_apart: bool | None
+    dev_range: list[float] | None  # lowest and highest dev value over the grid
+    dev_at_spec: Interval  # the spec's temperature on dev, with its interval
+    best_minus_spec: Interval | None  # paired, on dev
     grid: list[SweepRow]
     test: SweepTest | None
 
@@ -342,7 +355,13 @@ class SweepReport(Result):
     level: str
     chosen_on: str
     measured_on: str
+    spec_temperature: float
+    best_temperature: float | None
     chosen_temperature: float | None
+    told_apart: bool | None
+    dev_range: list[float] | None
+    dev_at_spec: Interval
+    best_minus_spec: Interval | None
     grid: list[SweepRow]
     test: SweepTest | None
 

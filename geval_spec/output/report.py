@@ -148,14 +148,43 @@ def sample_size_lines(ss: SampleSize) -> list[str]:
                     f"Formula: `{ss.formula}`", ""]
 
 
+def _mark(s: SweepBlock, t: float) -> str:
+    if t == s.chosen_temperature:
+        return " (chosen)"
+    if t == s.best_temperature:
+        return " (best)"
+    return " (spec)" if t == s.spec_temperature else ""
+
+
+def _choice(s: SweepBlock) -> str:
+    """How the temperature was chosen: the range over the grid next to the dev interval, and the paired difference."""
+    own, d = s.dev_at_spec, s.best_minus_spec
+    width = (f" ({own.ci_high - own.ci_low:.3f} wide)" if own.ci_low is not None and own.ci_high is not None
+             else "")
+    text = ""
+    if s.dev_range is not None:
+        lo, hi = s.dev_range
+        text = (f"Dev values range from {f3(lo)} to {f3(hi)} ({hi - lo:.3f}) over the temperatures; "
+                f"at the spec's T = {s.spec_temperature} dev is {est_md(own)}{width}. ")
+    if s.told_apart is None:
+        if s.best_temperature == s.spec_temperature:
+            return text + "The best on dev is the spec's own temperature."
+        return text + f"The spec's T = {s.spec_temperature} gives no correlation on dev; the best is chosen."
+    diff = (f"{d.value:+.3f} [{d.ci_low:+.3f}, {d.ci_high:+.3f}]"
+            if d is not None and d.value is not None and d.ci_low is not None and d.ci_high is not None else "-")
+    text += (f"Best on dev (T = {s.best_temperature}) minus the spec's: {diff}, paired bootstrap on dev: ")
+    if s.told_apart:
+        return text + "the interval lies above 0, so the best is chosen."
+    return text + f"the temperatures cannot be told apart on dev, so the spec's T = {s.spec_temperature} is kept."
+
+
 def sweep_markdown(s: SweepBlock) -> list[str]:
-    lines = [f"{s.metric} at {s.level} level on dev for each temperature; the temperature is chosen on dev and "
-             f"only then measured on {s.measured_on}, which shares no case with dev.", ""]
+    lines = [f"{s.metric} at {s.level} level on dev for each temperature. The spec's temperature is kept unless the "
+             "best one on dev beats it with a paired bootstrap interval above 0; the chosen temperature is then "
+             f"measured on {s.measured_on}, which shares no case with dev.", ""]
     lines += table(["T:", "p:", "dev:", "dev n:"], [
-        [f"{row.temperature:.2f}", f3(row.p), f3(row.dev) + (" (chosen)" if row.temperature == s.chosen_temperature
-                                                             else ""), row.dev_n]
-        for row in s.grid])
-    lines.append("")
+        [f"{row.temperature:.2f}", f3(row.p), f3(row.dev) + _mark(s, row.temperature), row.dev_n] for row in s.grid])
+    lines += ["", _choice(s), ""]
     t = s.test
     if t:
         lines.append(f"Chosen T = {s.chosen_temperature}: {s.metric} on {t.split} {est_md(t)} (n = {t.n}).")

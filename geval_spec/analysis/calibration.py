@@ -42,7 +42,7 @@ from geval_spec.analysis.results import (
     SplitCases,
     rounded,
 )
-from geval_spec.analysis.samplesize import sample_size
+from geval_spec.analysis.samplesize import HALFWIDTH, sample_size
 from geval_spec.analysis.sweep import sweep
 from geval_spec.spec.sections import Spec
 
@@ -115,8 +115,11 @@ def plot_data(frame: Frame, metric: str) -> PlotData:
                     splits=frame.splits, group_values=values, groups_skipped=skipped)
 
 
-def build(loaded: Loaded, temperature: float | None = None) -> Calibration:
-    """The whole report of a loaded run, at ``temperature`` for TCVA verdicts (default: the spec's)."""
+def build(loaded: Loaded, temperature: float | None = None, halfwidth: float = HALFWIDTH) -> Calibration:
+    """The whole report of a loaded run, at ``temperature`` for TCVA verdicts (default: the spec's).
+
+    ``halfwidth``: the interval half-width the sample-size plan is for.
+    """
     source = loaded.source
     spec = source.spec
     frame = loaded.frame(temperature)
@@ -130,6 +133,8 @@ def build(loaded: Loaded, temperature: float | None = None) -> Calibration:
     if spec.scoring.method == "verdicts" and spec.split is not None:
         swept = sweep(source, loaded.case_ids, loaded.judgments, findings=loaded.findings)
     b = spec.bootstrap
+    gated = corr.get(spec.calibration.split, {}).get(spec.calibration.level)
+    observed = gated.estimates[spec.calibration.metric].value if gated is not None else None
     return Calibration(
         spec=SpecInfo(name=spec.name, version=spec.version, fingerprint=source.judging_fp,
                       analysis_fingerprint=source.analysis_fp, file=loaded.spec_file),
@@ -138,7 +143,7 @@ def build(loaded: Loaded, temperature: float | None = None) -> Calibration:
                      temperature=rounded(frame.temperature), data=source.data_display,
                      data_sha256=source.run_data_sha256),
         cases=_cases_block(frame, splits_present(frame, spec)), correlation=correlation_block(corr),
-        gate=gate(frame, spec, corr), diagnostics=diagnostics, sample_size=sample_size(frame, spec),
+        gate=gate(frame, spec, corr), diagnostics=diagnostics, sample_size=sample_size(frame, spec, observed, halfwidth),
         agreement=human_agreement(frame, spec), judges=per_judge(frame, spec),
         panel=panel_summary(frame, loaded.run.judges), sweep=swept, disagreements=disagreements(frame),
         bootstrap=BootstrapInfo(draws=b.draws, seed=b.seed, unit=b.unit, level=b.level),

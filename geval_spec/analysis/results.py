@@ -246,11 +246,31 @@ class Diagnostics(Result):
     language: LanguageBlock | None
 
 
+class Precision(Result):
+    """Pairs needed for an interval of a given half-width on the correlation scale (Fisher z)."""
+
+    halfwidth: float
+    conf: float
+    at: float  # the correlation assumed: the observed value, or the threshold before any judge ran
+    at_source: str  # observed | threshold
+    required: int | None
+    enough: bool | None
+    formula: str
+
+
 class SampleSize(Result):
+    """Whether the gate's split can tell the threshold from 0.5, and how precise an interval it allows.
+
+    ``required``, ``enough`` and ``precision`` count ``unit``: cases at
+    dataset level, systems at system level; at group level they do not apply.
+    """
+
     split: str
     level: str
-    available: int
-    available_units: int
+    metric: str
+    available: int  # usable cases
+    available_units: int  # cases, groups or systems with usable cases
+    unit: str
     alpha: float
     power: float
     null: float
@@ -259,6 +279,7 @@ class SampleSize(Result):
     enough: bool | None
     formula: str | None
     method: str
+    precision: Precision | None
 
 
 class Agreement(Result):

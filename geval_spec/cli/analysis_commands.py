@@ -13,6 +13,7 @@ from geval_spec.cli.progress import ProgressView
 from geval_spec.errors import EXIT_GATE, EXIT_OK, InputError, Problem
 
 OUT_HELP = "Write here (default reports/<spec>/{name}); - prints to stdout."
+HALFWIDTH_HELP = "Plan the cases needed for an interval of this half-width on the correlation scale."
 
 
 def _slug(text: str) -> str:
@@ -32,6 +33,7 @@ def report(
     out: Optional[Path] = typer.Option(None, "--out", help=OUT_HELP.format(name="report.<ext>")),
     junit: Optional[Path] = typer.Option(None, "--junit", help="Also write the gate as JUnit XML."),
     exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when the gate fails."),
+    halfwidth: float = typer.Option(0.1, "--halfwidth", min=0.01, max=0.99, help=HALFWIDTH_HELP),
     db: Optional[Path] = typer.Option(None, "--db", help=DB_HELP),
 ) -> int:
     """Calibration report from stored judgments (sends nothing); exit 1 when the gate fails."""
@@ -53,7 +55,7 @@ def report(
     if temperature is not None and spec.scoring.method != "verdicts":
         raise InputError(problems=[Problem("--temperature re-aggregates TCVA verdicts; "
                                            f"{spec.name} uses method {spec.scoring.method}")])
-    result = build(loaded, temperature=temperature)
+    result = build(loaded, temperature=temperature, halfwidth=halfwidth)
     renderers = {"md": to_markdown, "json": to_json, "html": to_html}
     g = result.gate
     if out is not None and str(out) == "-":
@@ -137,6 +139,7 @@ def compare(
 def audit(
     ref: str = typer.Argument(..., help="A spec REF."),
     fmt: Literal["md", "json"] = typer.Option("md", "--format", help="md or json."),
+    halfwidth: float = typer.Option(0.1, "--halfwidth", min=0.01, max=0.99, help=HALFWIDTH_HELP),
 ) -> int:
     """Splits (leakage), human agreement and sample size of a spec's data; needs no judge."""
     import sys
@@ -148,6 +151,6 @@ def audit(
     from geval_spec.spec.load import load_spec
 
     parsed = load_spec(project().resolve(ref))
-    result = run_audit(parsed.spec, read_cases(parsed))
+    result = run_audit(parsed.spec, read_cases(parsed), halfwidth=halfwidth)
     sys.stdout.write(to_json(result) if fmt == "json" else to_markdown(result))
     return EXIT_OK

@@ -138,14 +138,37 @@ def _checks(d: Diagnostics) -> list[str]:
     return lines
 
 
+def _has(ss: SampleSize) -> str:
+    return f"{ss.available} usable cases" if ss.unit == "cases" else f"{ss.available_units} {ss.unit} with usable cases"
+
+
+def precision_line(ss: SampleSize) -> str | None:
+    """What the split is enough for in precision: the interval half-width it allows at the value seen."""
+    p = ss.precision
+    if p is None:
+        return None
+    at = f"the observed {ss.metric} {p.at:.3f}" if p.at_source == "observed" else f"{ss.metric} {p.at} (the threshold)"
+    if p.required is None:
+        return f"An interval half-width of {p.halfwidth} at {at} cannot be planned with Fisher z."
+    return (f"For a {p.conf:.0%} interval of half-width {p.halfwidth} at {at}: {p.required} {ss.unit}; "
+            f"the {ss.split} split's {ss.available_units} are " + ("enough" if p.enough else "not enough")
+            + " for that precision.")
+
+
 def sample_size_lines(ss: SampleSize) -> list[str]:
     lines = ["## Sample size", ""]
     if ss.required is None:
-        return lines + [ss.method, ""]
-    return lines + [f"To tell {ss.alternative} from 0.5: {ss.required} cases ({ss.method}).",
-                    f"The {ss.split} split has {ss.available} usable cases: "
-                    + ("enough." if ss.enough else "**not enough**; the gate's verdict is fragile."), "",
-                    f"Formula: `{ss.formula}`", ""]
+        lines += [ss.method, ""]
+    else:
+        lines += [f"To tell {ss.alternative} from 0.5: {ss.required} {ss.unit} ({ss.method}).",
+                  f"The {ss.split} split has {_has(ss)}: "
+                  + (f"enough to tell {ss.alternative} from 0.5." if ss.enough else
+                     f"**not enough** to tell {ss.alternative} from 0.5; the gate's verdict is fragile."), "",
+                  f"Formula: `{ss.formula}`", ""]
+    line = precision_line(ss)
+    if line is not None and ss.precision is not None:
+        lines += [line, "", f"Formula: `{ss.precision.formula}`", ""]
+    return lines
 
 
 def _mark(s: SweepBlock, t: float) -> str:

@@ -307,3 +307,73 @@ def test_sweep_ties_a_clear_winner_is_chosen(tmp_path):
     s = json.loads(cli("sweep", run_id, "--format", "json", cwd=tmp_path).out)
     assert s["best_temperature"] == 0.1 and s["told_apart"] is True and s["chosen_temperature"] == 0.1
     assert s["best_minus_spec"]["ci_low"] > 0 and s["test"]["split"] == "test"
+
+
+def _demo_with(tmp_path, old: str, new: str):
+    shutil.copytree(ROOT / "specs", tmp_path / "specs")
+    spec = tmp_path / "specs" / "summeval-consistency.yaml"
+    spec.write_text(spec.read_text().replace(old, new))
+    db = str(tmp_path / "r.duckdb")
+    res = cli("import", "summeval-consistency", "specs/data/tcva/summeval-consistency.verdicts.jsonl", "--db", db,
+              cwd=tmp_path)
+    assert res.code == 0, res.err
+    return db, res.out.strip().splitlines()[-1]
+
+
+def test_gate_rule_lower_bound_and_how_sure_the_verdict_is(tmp_path):
+    """Spearman 0.691 [0.559, 0.789] against 0.6: the point passes, the lower bound fails, and it could flip."""
+    db, run_id = _demo_with(tmp_path, "threshold: 0.8", "threshold: 0.6\n  rule: lower_bound")
+    res = cli("report", "summeval-consistency", "--format", "json", "--out", "-", "--db", db, cwd=tmp_path)
+    g = json.loads(res.out)["gate"]
+    assert res.code == 1 and g["passed"] is False and g["rule"] == "lower_bound"
+    assert g["reason"] == "spearman's lower bound 0.559 < threshold 0.6" and g["could_flip"] is True
+    assert g["unseen_data"] is True
+    md = cli("report", "summeval-consistency", "--out", "-", "--db", db, cwd=tmp_path).out
+    assert "threshold 0.6, rule lower_bound (the interval's lower end is compared)" in md
+    assert "**Could flip with another sample**: the interval [0.559, 0.789] contains the threshold 0.6." in md
+    assert "The test split has 92 usable cases: **not enough** to tell 0.6 from 0.5" in md
+    line = cli("report", "summeval-consistency", "--db", db, cwd=tmp_path).out.splitlines()[0]
+    assert line == ("gate FAILED: spearman's lower bound 0.559 < threshold 0.6; could flip with another sample: "
+                    "the interval [0.559, 0.789] contains the threshold 0.6")
+    # what run prints at its end (GateBlock.summary): the lower bound needs the interval there too
+    from geval_spec.analysis.gate import gate_after_run
+    from geval_spec.spec.project import Project
+    from geval_spec.store.db import Store
+
+    with Store.open_existing(tmp_path / "r.duckdb") as store:
+        after = gate_after_run(store, Project(tmp_path), run_id, None)
+    assert after is not None and after.passed is False and after.summary == line
+
+
+def test_gate_rule_point_passes_and_says_it_could_flip(tmp_path):
+    db, run_id = _demo_with(tmp_path, "threshold: 0.8", "threshold: 0.6")
+    res = cli("report", "summeval-consistency", "--format", "json", "--out", "-", "--db", db, cwd=tmp_path)
+    g = json.loads(res.out)["gate"]
+    assert res.code == 0 and g["passed"] is True and g["could_flip"] is True and g["rule"] == "point"
+    assert g["notes"] == ["could flip with another sample: the interval [0.559, 0.789] contains the threshold 0.6"]
+    fail = json.loads(report(*_demo_with(tmp_path / "b", "", ""), "json").out)["gate"]
+    assert fail["could_flip"] is False and fail["notes"] == []
+
+
+def test_gate_without_split_says_it_was_not_judged_on_unseen_data(tmp_path):
+    """With no split the gate is judged on all: the report must say so (Markdown and the JSON gate block)."""
+    from import_helpers import import_scores, write_project
+
+    rows = [{"id": f"c{i}", "doc": f"d{i // 2}", "human": 1 + i % 5} for i in range(40)]
+    write_project(tmp_path, rows, "calibration: {threshold: 0.5}\nbootstrap: {draws: 200}\n")
+    run_id = import_scores(tmp_path, {r["id"]: r["human"] for r in rows}, "s")
+    md = cli("report", run_id, "--out", "-", cwd=tmp_path).out
+    assert "> warning: not judged on unseen data: the spec defines no splits, so the gate is judged on all cases " \
+           "(add split and set calibration.split: test)" in md
+    g = json.loads(cli("report", run_id, "--format", "json", "--out", "-", cwd=tmp_path).out)["gate"]
+    assert g["split"] == "all" and g["unseen_data"] is False and g["notes"][-1].startswith("not judged on unseen")
+    assert "not judged on unseen data" in cli("report", run_id, cwd=tmp_path).out.splitlines()[0]
+
+
+def test_gate_without_split_hints_name_the_full_key_path(tmp_path):
+    from import_helpers import write_project
+
+    write_project(tmp_path, [{"id": "c0", "doc": "d", "human": 1}], "calibration: {split: test}\n")
+    res = cli("validate", "p", cwd=tmp_path)
+    assert res.code == 2
+    assert "hint: add split: {by: group, fractions: {dev: 0.5, test: 0.5}}, or set calibration.split: all" in res.err

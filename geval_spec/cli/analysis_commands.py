@@ -61,7 +61,7 @@ def report(
     if out is not None and str(out) == "-":
         write_out(renderers["md" if fmt == "all" else fmt](result), out, out)
     else:
-        echo(f"gate {'passed' if g.passed else 'FAILED'}: {g.reason}")
+        echo(g.summary)
         for ext in (("md", "json", "html") if fmt == "all" else (fmt,)):
             written = write_out(renderers[ext](result), out, proj.root / "reports" / spec.name / f"report.{ext}")
             echo(f"wrote {written}")

@@ -21,14 +21,27 @@ def _header(r: Calibration) -> list[str]:
     return lines
 
 
+RULE_TEXT = {"point": "the value is compared", "lower_bound": "the interval's lower end is compared"}
+
+
 def _gate(r: Calibration) -> list[str]:
     g = r.gate
     verdict = "PASSED" if g.passed else "FAILED"
     ci = f" [{f3(g.ci_low)}, {f3(g.ci_high)}]" if g.ci_low is not None else ""
-    return [f"## Gate: {verdict}", "",
-            f"{g.metric} at {g.level} level on the {g.split} split: {f3(g.value)}{ci} (n = {g.n}), threshold "
-            f"{g.threshold}; validity {f3(g.validity)}, minimum {g.min_validity}.", "", f"{verdict.lower()}: {g.reason}",
-            ""]
+    lines = [f"## Gate: {verdict}", "",
+             f"{g.metric} at {g.level} level on the {g.split} split: {f3(g.value)}{ci} (n = {g.n}), threshold "
+             f"{g.threshold}, rule {g.rule} ({RULE_TEXT.get(g.rule, g.rule)}); validity {f3(g.validity)}, minimum "
+             f"{g.min_validity}.", "", f"{verdict.lower()}: {g.reason}", ""]
+    if g.could_flip:
+        lines += [f"**Could flip with another sample**: the interval{ci} contains the threshold {g.threshold}.", ""]
+    elif g.could_flip is False and g.ci_low is not None and g.ci_high is not None:
+        side = "above" if g.ci_low > g.threshold else "below"
+        lines += [f"The whole interval{ci} lies {side} the threshold {g.threshold}: the verdict is unlikely "
+                  "to flip with another sample of this size.", ""]
+    for note in g.notes:
+        if note.startswith("not judged on unseen data"):
+            lines += [f"> warning: {md_escape(note)}", ""]
+    return lines
 
 
 def _cases(r: Calibration) -> list[str]:

@@ -377,3 +377,23 @@ def test_gate_without_split_hints_name_the_full_key_path(tmp_path):
     res = cli("validate", "p", cwd=tmp_path)
     assert res.code == 2
     assert "hint: add split: {by: group, fractions: {dev: 0.5, test: 0.5}}, or set calibration.split: all" in res.err
+
+
+def test_bootstrap_unit_case_with_groups_is_warned(tmp_path):
+    """Case resampling with clustered groups covered 0.85-0.88 of a nominal 0.95: validate and report warn."""
+    from import_helpers import import_scores, write_project
+
+    rows = [{"id": f"c{i}", "doc": f"d{i // 4}", "human": 1 + i % 5} for i in range(40)]
+    write_project(tmp_path, rows, "calibration: {threshold: 0.5}\nbootstrap: {draws: 200, unit: case}\n")
+    res = cli("validate", "p", cwd=tmp_path)
+    assert res.code == 0, res.err
+    assert "warning [bootstrap.unit]: bootstrap.unit is case but the data has source groups" in res.err
+    run_id = import_scores(tmp_path, {r["id"]: r["human"] for r in rows}, "s")
+    r = json.loads(cli("report", run_id, "--format", "json", "--out", "-", cwd=tmp_path).out)
+    assert any(w.startswith("bootstrap.unit is case but the data has source groups") and "0.85-0.88" in w
+               for w in r["warnings"])
+    md = cli("report", run_id, "--out", "-", cwd=tmp_path).out
+    assert "> warning: bootstrap.unit is case but the data has source groups" in md
+    # resampling groups, or cases without groups, draws no warning
+    write_project(tmp_path, rows, "calibration: {threshold: 0.5}\nbootstrap: {draws: 200, unit: group}\n")
+    assert "bootstrap.unit" not in cli("validate", "p", cwd=tmp_path).err

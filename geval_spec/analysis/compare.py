@@ -35,7 +35,7 @@ import numpy as np
 from pydantic import Field
 
 from geval_spec.analysis.correlation import METRICS, paired_difference
-from geval_spec.analysis.frame import Array, Frame, levels_present, splits_present, to_unit
+from geval_spec.analysis.frame import Array, Frame, case_resampling_warning, levels_present, splits_present, to_unit
 from geval_spec.analysis.gate import units_of
 from geval_spec.analysis.hygiene import paired_resample
 from geval_spec.analysis.resolve import Loaded, load
@@ -221,6 +221,9 @@ def _warnings(a: Loaded, b: Loaded, fa: Frame, fb: Frame, al: Aligned) -> list[s
         out.append(f"A's scores are on {fa.scale}, B's on {fb.scale}: correlations compare, raw scores do not")
     if a.source.spec.split != b.source.spec.split:
         out.append("A and B define splits differently; B's splits are used for both")
+    resampling = case_resampling_warning(b.source.spec, al.frame.groups)
+    if resampling:
+        out.append(resampling)
     return out
 
 

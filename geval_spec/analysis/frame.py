@@ -27,6 +27,7 @@ from geval_spec.errors import Problem
 from geval_spec.judge.tcva import DEFAULT_WEIGHTS, tcva_matrix
 from geval_spec.judge.types import Judgment
 from geval_spec.plugins import Finding
+from geval_spec.spec.checks import CASE_RESAMPLING
 from geval_spec.spec.sections import Spec
 from geval_spec.spec.yamldoc import Path as KeyPath
 
@@ -272,6 +273,13 @@ def build_frame(source: Source, run_case_ids: Sequence[str], judgments: Sequence
         lengths=_frozen([len(text.split()) for text in texts]), texts=texts, judge_scores=judge_scores,
         judge_status={name: c.status for name, c in columns.items()}, scale=scale, human_scale=hscale,
         temperature=t, warnings=tuple(notes))
+
+
+def case_resampling_warning(spec: Spec, groups: Sequence[str | None]) -> str | None:
+    """The warning for ``bootstrap.unit: case`` when the cases have groups, else None."""
+    if spec.bootstrap.unit == "case" and any(g is not None for g in groups):
+        return CASE_RESAMPLING
+    return None
 
 
 def splits_present(frame: Frame, spec: Spec) -> list[str]:

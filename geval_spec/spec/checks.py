@@ -19,6 +19,12 @@ from geval_spec.spec.template import CASE_VARS, PAIR_VARS, SPEC_VARS
 from geval_spec.spec.yamldoc import YamlDocument
 
 
+CASE_RESAMPLING = ("bootstrap.unit is case but the data has source groups (data.group): cases of a group are not "
+                   "independent, so resampling cases makes the intervals too narrow (in a simulation with clustered "
+                   "groups, ICC 0.4, 95% intervals covered 0.85-0.88 resampling cases, 0.91-0.95 resampling groups); "
+                   "set bootstrap.unit: group (group level always resamples groups)")
+
+
 def _judges(spec: Spec, doc: YamlDocument) -> list[Problem]:
     """The judge or the judges of a panel."""
     out: list[Problem] = []

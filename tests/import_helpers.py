@@ -33,12 +33,16 @@ data:
 
 
 def write_project(root: Path, rows: Iterable[dict[str, Any]], rest: str, *, name: str = "p",
-                  system: bool = False, method: str = "direct") -> Path:
-    """specs/<name>.yaml over ``rows`` (id, doc, human, optional sys and split); ``rest`` is appended YAML."""
+                  system: bool = False, method: str = "direct", scoring: str = "") -> Path:
+    """specs/<name>.yaml over ``rows`` (id, doc, human, optional sys and split); ``rest`` is appended YAML.
+
+    ``scoring``: more keys of the scoring section (e.g. ``samples: 4``).
+    """
     (root / "specs" / "data").mkdir(parents=True, exist_ok=True)
     lines = [json.dumps({"src": "s", "cand": f"c{i}", **r}) for i, r in enumerate(rows)]
     (root / "specs" / "data" / f"{name}.jsonl").write_text("\n".join(lines) + "\n")
-    text = SPEC.format(name=name, system="  system: sys\n" if system else "", rest=rest, method=method)
+    text = SPEC.format(name=name, system="  system: sys\n" if system else "", rest=rest,
+                       method=method + (f", {scoring}" if scoring else ""))
     (root / "specs" / f"{name}.yaml").write_text(text)
     return root
 

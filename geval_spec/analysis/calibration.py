@@ -19,8 +19,10 @@ from geval_spec.analysis.diagnostics import (
     compression,
     language_summary,
     length_bias,
+    logprobs_summary,
     pass_mark_summary,
     position_summary,
+    samples_summary,
     validity_report,
 )
 from geval_spec.analysis.frame import Frame, case_resampling_warning, counts, levels_present, splits_present
@@ -124,11 +126,14 @@ def build(loaded: Loaded, temperature: float | None = None, halfwidth: float = H
     spec = source.spec
     frame = loaded.frame(temperature)
     corr = correlations(frame, spec)
+    cases = set(frame.ids)
+    in_frame = [j for j in loaded.judgments if j.case_id in cases]
     judges = sorted(frame.judge_scores) or list(source.run_judges)
     diagnostics = Diagnostics(validity=validity_report(frame), compression=compression(frame),
                               length=length_bias(frame, quartiles=spec.bias.length == "report"),
                               pass_mark=pass_mark_summary(frame, spec), position=position_summary(loaded.judgments),
-                              language=language_summary(frame, spec, loaded.findings))
+                              language=language_summary(frame, spec, loaded.findings),
+                              samples=samples_summary(in_frame, spec), logprobs=logprobs_summary(in_frame))
     swept = None
     if spec.scoring.method == "verdicts" and spec.split is not None:
         swept = sweep(source, loaded.case_ids, loaded.judgments, findings=loaded.findings)

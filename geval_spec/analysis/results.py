@@ -255,13 +255,37 @@ class LanguageBlock(Result):
     penalty: dict[str, float]
 
 
+class SamplesBlock(Result):
+    """method samples: how many samples parsed, and the cases the minimum made invalid."""
+
+    judgments: int
+    samples: int
+    invalid_samples: int
+    invalid_rate: float | None
+    min_valid_samples: int
+    below_minimum: int  # judgments invalid because fewer samples parsed
+
+
+class LogprobsBlock(Result):
+    """method logprobs: where the probability at the score's position went, over the valid judgments."""
+
+    judgments: int
+    ambiguous_mass_mean: float | None
+    ambiguous_mass_max: float | None
+    valid_mass_mean: float | None
+    valid_mass_min: float | None
+
+
 class Diagnostics(Result):
+    OMIT_IF_NONE = frozenset({"samples", "logprobs"})
     validity: ValidityBlock
     compression: Compression | TooFew
     length: LengthBias | LengthTooFew
     pass_mark: PassMark | None
     position: Position | None
     language: LanguageBlock | None
+    samples: SamplesBlock | None = None
+    logprobs: LogprobsBlock | None = None
 
 
 class Precision(Result):

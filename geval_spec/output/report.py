@@ -126,6 +126,25 @@ def _bias(d: Diagnostics) -> list[str]:
     return lines
 
 
+def _scoring(d: Diagnostics) -> list[str]:
+    lines: list[str] = []
+    sm = d.samples
+    if sm:
+        lines += ["### Samples", "",
+                  f"{sm.invalid_samples} of {sm.samples} samples did not parse (invalid-sample rate "
+                  f"{f3(sm.invalid_rate)}) over {sm.judgments} judgments. A case needs {sm.min_valid_samples} "
+                  f"parsed samples (scoring.min_valid_samples); {sm.below_minimum} had fewer and count as invalid.",
+                  ""]
+    lp = d.logprobs
+    if lp:
+        lines += ["### Logprobs", "",
+                  f"Over {lp.judgments} valid judgments: ambiguous mass (alternatives that could start a longer "
+                  f"score, off the path the model took) mean {f3(lp.ambiguous_mass_mean)}, max "
+                  f"{f3(lp.ambiguous_mass_max)}; mass on the scale's scores mean {f3(lp.valid_mass_mean)}, lowest "
+                  f"{f3(lp.valid_mass_min)}.", ""]
+    return lines
+
+
 def _checks(d: Diagnostics) -> list[str]:
     lines: list[str] = []
     lang = d.language
@@ -140,6 +159,7 @@ def _checks(d: Diagnostics) -> list[str]:
                            [[kind, k.cases, k.findings,
                              f"{md_escape(k.examples[0].case_id)}: {md_escape(k.examples[0].message)}"]
                             for kind, k in lang.kinds.items()]) + [""]
+    lines += _scoring(d)
     pm = d.pass_mark
     if pm:
         lines += ["### Accuracy at the pass mark", "",

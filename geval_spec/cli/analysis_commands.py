@@ -108,6 +108,8 @@ def compare(
     margin: Optional[float] = typer.Option(None, "--margin", min=0.0,
                                            help="Regression margin (default: B's calibration.margin)."),
     run_missing: bool = typer.Option(False, "--run", help="Run a spec REF that has no stored run yet."),
+    rule: Literal["default", "strict"] = typer.Option(
+        "default", "--rule", help="default: exit 1 when B is worse; strict: also when inconclusive (for CI)."),
     db: Optional[Path] = typer.Option(None, "--db", help=DB_HELP),
 ) -> int:
     """Compare two spec versions or runs: spec diff, paired deltas with intervals; exit 1 on a regression."""
@@ -122,16 +124,16 @@ def compare(
     for ref in (a, b):
         with ProgressView(ref) as view:
             sides.append(load_side(proj, path, ref, run_missing, on_progress=view.update, say=echo_err))
-    result = run_compare(sides[0], sides[1], margin=margin)
+    result = run_compare(sides[0], sides[1], margin=margin, rule=rule)
     text = to_json(result) if fmt == "json" else to_markdown(result)
     default = proj.root / "reports" / sides[1].source.spec.name / f"compare-{_slug(a)}-{_slug(b)}.{fmt}"
     written = write_out(text, out, default)
     if written is not None:
         r = result.regression
         echo(f"change: {result.change.klass} ({result.change.meaning})")
-        echo(f"{'REGRESSION' if r.regressed else 'no significant regression'}: {r.reason}")
+        echo(f"{r.verdict}{' (REGRESSION)' if r.regressed else ''}, rule {r.rule}: {r.reason}")
         echo(f"wrote {written}")
-    return EXIT_GATE if result.regression.regressed else EXIT_OK
+    return EXIT_GATE if result.regression.fails else EXIT_OK
 
 
 @app.command()

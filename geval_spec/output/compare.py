@@ -39,9 +39,12 @@ def to_markdown(c: Comparison) -> str:
               f"{bs.unit}s, seed {bs.seed}) are used for both", ""]
     for w in c.warnings:
         lines += [f"> warning: {md_escape(w)}", ""]
-    verdict = "REGRESSION" if r.regressed else "no significant regression"
-    lines += [f"## Verdict: {verdict}", "", f"{r.metric} at {r.level} level on {r.split}, margin {r.margin}: "
-              f"{md_escape(r.reason)}.", ""]
+    outcome = "exit 1" if r.fails else "exit 0"
+    lines += [f"## Verdict: {r.verdict}" + (" (REGRESSION)" if r.regressed else ""), "",
+              f"{r.metric} at {r.level} level on {r.split}, margin {r.margin}, rule {r.rule} ({outcome}): "
+              f"{md_escape(r.reason)}.", "",
+              f"Only this decides: {r.metric} at {r.level} level on {r.split}. The other intervals below are "
+              "descriptive.", ""]
     lines += ["## Correlation with human scores", "",
               "B - A with a paired bootstrap interval; n counts cases valid on both sides with a human score.", ""]
     lines += table(["split", "level", "n:", "spearman A:", "spearman B:", "B - A:", "pearson B - A:", "kendall B - A:"],

@@ -249,7 +249,7 @@ def test_sweep_leakage_chosen_temperature_is_measured_on_test_when_the_gate_is_o
     s = json.loads(res.out)
     assert s["test"]["split"] == "test" and s["test"]["n"] == 92 and s["measured_on"] == "test"
     md = cli("sweep", "summeval-consistency", "--db", db, cwd=tmp_path).out
-    assert "only then measured on test, which shares no case with dev" in md
+    assert "the chosen temperature is then measured on test, which shares no case with dev" in md
     r = json.loads(cli("report", "summeval-consistency", "--format", "json", "--out", "-", "--db", db,
                        cwd=tmp_path).out)
     assert r["gate"]["split"] == "all" and r["sweep"]["test"]["split"] == "test"

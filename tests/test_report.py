@@ -397,3 +397,14 @@ def test_bootstrap_unit_case_with_groups_is_warned(tmp_path):
     # resampling groups, or cases without groups, draws no warning
     write_project(tmp_path, rows, "calibration: {threshold: 0.5}\nbootstrap: {draws: 200, unit: group}\n")
     assert "bootstrap.unit" not in cli("validate", "p", cwd=tmp_path).err
+
+
+def test_gate_without_split_hints_name_the_full_key_path_everywhere(tmp_path):
+    from import_helpers import write_project
+
+    write_project(tmp_path, [{"id": "c0", "doc": "d", "human": 1}],
+                  "split: {by: group, fractions: {dev: 0.5, test: 0.5}}\n", method="logprobs")
+    spec = tmp_path / "specs" / "p.yaml"
+    spec.write_text(spec.read_text().replace("  group: doc\n", ""))
+    err = cli("validate", "p", cwd=tmp_path).err
+    assert "hint: set judge.top_logprobs: 20 (the usual value)" in err and "hint: or set split.by: id" in err

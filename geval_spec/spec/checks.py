@@ -128,7 +128,8 @@ def _scoring(spec: Spec, doc: YamlDocument) -> list[Problem]:
             if judge.top_logprobs is None:
                 where: tuple[str | int, ...] = ("judge",) if spec.judge is not None else ("judges", i)
                 out.append(p(where, f"scoring.method logprobs needs top_logprobs on judge {judge.label!r}",
-                             hint="top_logprobs: 20 is the usual value", prefer_key=True))
+                             hint=f"set {'.'.join(map(str, where))}.top_logprobs: 20 (the usual value)",
+                             prefer_key=True))
     if method == "samples" or spec.scoring.fallback == "samples":
         for i, judge in enumerate(spec.panel):
             if judge.temperature == 0:
@@ -169,7 +170,7 @@ def _splits(spec: Spec, doc: YamlDocument) -> list[Problem]:
             if share < 0:
                 out.append(p(("split", "fractions", name), "a fraction cannot be negative"))
         if split.by == "group" and spec.data.group is None:
-            out.append(p(("split", "by"), "split by group needs data.group", hint="or use by: id"))
+            out.append(p(("split", "by"), "split by group needs data.group", hint="or set split.by: id"))
     cal = spec.calibration
     if cal.split == "all" and split is not None:
         out.append(p(("calibration", "split"),

@@ -114,3 +114,53 @@ def test_run_flag_runs_a_missing_side(tmp_path):
         res = cli("compare", "demo", "demo2", "--run", "--out", "-", cwd=root)
         assert res.code in (0, 1), res.err
         assert srv.state.total == 20 and "**judging**" in res.out
+
+
+def _group_runs(tmp_path):
+    """Six groups of four; B ranks groups 0-2 right and 3-5 reversed; A like B in 0-2, constant in 3-5."""
+    from import_helpers import import_scores, write_project
+
+    rows = [{"id": f"g{g}c{k}", "doc": f"g{g}", "human": k + 1} for g in range(6) for k in range(4)]
+    write_project(tmp_path, rows, "calibration: {level: group, threshold: 0.5}\nbootstrap: {draws: 200, seed: 1}\n")
+    b = {r["id"]: (r["human"] if int(r["doc"][1]) < 3 else 5 - r["human"]) for r in rows}
+    a = {r["id"]: (r["human"] if int(r["doc"][1]) < 3 else 3) for r in rows}
+    return import_scores(tmp_path, a, "a"), import_scores(tmp_path, b, "b")
+
+
+def test_compare_group_level_points_and_interval_on_the_same_groups(tmp_path):
+    """A's point used to be over its 3 valid groups and B's over 6 (-1.0), the interval over 3 ([0, 0])."""
+    run_a, run_b = _group_runs(tmp_path)
+    res = cli("compare", run_a, run_b, "--format", "json", "--out", "-", cwd=tmp_path)
+    assert res.code == 0, res.err
+    entry = json.loads(res.out)["correlation"]["all"]["group"]
+    for metric in ("spearman", "pearson", "kendall"):
+        assert entry[metric] == {"a": 1.0, "b": 1.0, "difference": 0.0, "ci_low": 0.0, "ci_high": 0.0}
+    assert entry["n"] == 3 and entry["skipped_groups_a"] == 3 and entry["skipped_groups_b"] == 0
+    md = cli("compare", run_a, run_b, "--out", "-", cwd=tmp_path).out
+    assert "| all | group | 3 (skipped: A 3, B 0) | 1.000 | 1.000 | +0.000 [+0.000, +0.000] |" in md
+
+
+def test_compare_verdicts_better_worse_inconclusive_and_rule_strict(two_imports, tmp_path):
+    """An interval containing 0 used to read 'no significant regression' whatever CI needed; strict fails it."""
+    db, good, bad = two_imports
+
+    def run(a, b, *extra):
+        res = cli("compare", a, b, "--format", "json", "--out", "-", "--db", str(db), *extra)
+        return res.code, json.loads(res.out)["regression"] if res.out.startswith("{") else None
+
+    code, r = run(good, good, "--rule", "strict")
+    assert code == 1 and r["verdict"] == "inconclusive" and r["fails"] is True and r["rule"] == "strict"
+    assert r["reason"] == "inconclusive: spearman +0.000, interval [0.000, 0.000] contains 0"
+    code, r = run(good, good)
+    assert code == 0 and r["verdict"] == "inconclusive" and r["fails"] is False and r["regressed"] is False
+    code, r = run(good, good, "--rule", "strict", "--margin", "0.05")
+    assert code == 0 and r["verdict"] == "not worse"
+    code, r = run(good, bad, "--rule", "strict")
+    assert code == 1 and r["verdict"] == "worse" and r["regressed"] is True
+    code, r = run(bad, good, "--rule", "strict")
+    assert code == 0 and r["verdict"] == "better" and r["reason"].startswith("B is better: spearman +")
+    md = cli("compare", good, good, "--out", "-", "--db", str(db), "--rule", "strict").out
+    assert "## Verdict: inconclusive" in md and "rule strict (exit 1)" in md
+    assert "Only this decides: spearman at dataset level on test. The other intervals below are descriptive." in md
+    line = cli("compare", bad, good, "--db", str(db), "--out", str(tmp_path / "c.md")).out.splitlines()[1]
+    assert line.startswith("better, rule default: B is better")

@@ -234,3 +234,177 @@ def test_pass_mark_summary_is_reported(tmp_path):
     assert abs(pm["overall"]["accuracy_when_valid"] - pm["overall"]["accuracy"] / pm["overall"]["validity"]) < 1e-3
     md = cli("report", "summeval-consistency", "--out", "-", "--db", db, cwd=tmp_path).out
     assert "### Accuracy at the pass mark" in md
+
+
+def test_sweep_leakage_chosen_temperature_is_measured_on_test_when_the_gate_is_on_all(tmp_path):
+    """With calibration.split: all the chosen T used to be measured on all, which contains dev."""
+    shutil.copytree(ROOT / "specs", tmp_path / "specs")
+    spec = tmp_path / "specs" / "summeval-consistency.yaml"
+    spec.write_text(spec.read_text().replace("  split: test", "  split: all"))
+    db = str(tmp_path / "r.duckdb")
+    assert cli("import", "summeval-consistency", "specs/data/tcva/summeval-consistency.verdicts.jsonl", "--db", db,
+               cwd=tmp_path).code == 0
+    res = cli("sweep", "summeval-consistency", "--format", "json", "--db", db, cwd=tmp_path)
+    assert res.code == 0, res.err
+    s = json.loads(res.out)
+    assert s["test"]["split"] == "test" and s["test"]["n"] == 92 and s["measured_on"] == "test"
+    md = cli("sweep", "summeval-consistency", "--db", db, cwd=tmp_path).out
+    assert "the chosen temperature is then measured on test, which shares no case with dev" in md
+    r = json.loads(cli("report", "summeval-consistency", "--format", "json", "--out", "-", "--db", db,
+                       cwd=tmp_path).out)
+    assert r["gate"]["split"] == "all" and r["sweep"]["test"]["split"] == "test"
+
+
+def test_sweep_leakage_validate_warns_when_the_gate_is_on_all_with_splits(tmp_path):
+    shutil.copytree(ROOT / "specs", tmp_path / "specs")
+    spec = tmp_path / "specs" / "summeval-consistency.yaml"
+    res = cli("validate", "summeval-consistency", cwd=tmp_path)
+    assert res.code == 0 and "calibration.split" not in res.err
+    spec.write_text(spec.read_text().replace("  split: test", "  split: all"))
+    res = cli("validate", "summeval-consistency", cwd=tmp_path)
+    assert res.code == 0, res.err
+    assert "warning [calibration.split]: the gate is judged on all cases, dev included" in res.err
+    assert "hint: set calibration.split: test" in res.err
+
+
+def test_sweep_ties_keep_the_spec_temperature(summeval):
+    """Dev values 0.630-0.636 within a dev interval 0.31 wide: T = 0.1 used to be chosen silently."""
+    db, run_id = summeval
+    res = cli("sweep", run_id, "--format", "json", "--db", str(db))
+    assert res.code == 0, res.err
+    s = json.loads(res.out)
+    assert s["chosen_temperature"] == 0.5 and s["told_apart"] is False
+    assert s["best_temperature"] == 0.1 and s["spec_temperature"] == 0.5
+    assert s["dev_range"] == [0.6299, 0.6359]
+    d = s["best_minus_spec"]
+    assert d["ci_low"] <= 0 < d["value"] < s["dev_at_spec"]["ci_high"] - s["dev_at_spec"]["ci_low"]
+    assert s["test"]["value"] == json.loads(report(db, run_id, "json").out)["gate"]["value"]  # measured at T = 0.5
+    md = cli("sweep", run_id, "--db", str(db)).out
+    assert "Dev values range from 0.630 to 0.636 (0.006) over the temperatures" in md
+    assert "the temperatures cannot be told apart on dev, so the spec's T = 0.5 is kept" in md
+    assert "| 0.50 | 1.000 | 0.633 (chosen) | 77 |" in md and "| 0.10 | -8.000 | 0.636 (best) | 77 |" in md
+
+
+def test_sweep_ties_a_clear_winner_is_chosen(tmp_path):
+    """When the best temperature beats the spec's with a paired interval above 0, it is chosen."""
+    import random
+
+    from import_helpers import import_lines, write_project
+
+    from geval_spec import tcva_score
+
+    rng = random.Random(3)
+    levels = ["fully", "mostly", "partially", "minor", "none"]
+    rows, lines = [], []
+    for i in range(160):
+        verdicts = [rng.choice(levels) for _ in range(5)]
+        rows.append({"id": f"c{i}", "doc": f"d{i // 2}", "human": round(tcva_score(verdicts, 0.1), 4)})
+        lines.append({"case_id": f"c{i}", "verdicts": [{"verdict": v} for v in verdicts]})
+    write_project(tmp_path, rows, "aggregation: {temperature: 1.0}\nsplit: {by: group, fractions: {dev: 0.5, "
+                  "test: 0.5}, seed: 1}\ncalibration: {split: test}\nbootstrap: {draws: 500, seed: 1}\n",
+                  method="verdicts")
+    run_id = import_lines(tmp_path, lines, "v")
+    s = json.loads(cli("sweep", run_id, "--format", "json", cwd=tmp_path).out)
+    assert s["best_temperature"] == 0.1 and s["told_apart"] is True and s["chosen_temperature"] == 0.1
+    assert s["best_minus_spec"]["ci_low"] > 0 and s["test"]["split"] == "test"
+
+
+def _demo_with(tmp_path, old: str, new: str):
+    shutil.copytree(ROOT / "specs", tmp_path / "specs")
+    spec = tmp_path / "specs" / "summeval-consistency.yaml"
+    spec.write_text(spec.read_text().replace(old, new))
+    db = str(tmp_path / "r.duckdb")
+    res = cli("import", "summeval-consistency", "specs/data/tcva/summeval-consistency.verdicts.jsonl", "--db", db,
+              cwd=tmp_path)
+    assert res.code == 0, res.err
+    return db, res.out.strip().splitlines()[-1]
+
+
+def test_gate_rule_lower_bound_and_how_sure_the_verdict_is(tmp_path):
+    """Spearman 0.691 [0.559, 0.789] against 0.6: the point passes, the lower bound fails, and it could flip."""
+    db, run_id = _demo_with(tmp_path, "threshold: 0.8", "threshold: 0.6\n  rule: lower_bound")
+    res = cli("report", "summeval-consistency", "--format", "json", "--out", "-", "--db", db, cwd=tmp_path)
+    g = json.loads(res.out)["gate"]
+    assert res.code == 1 and g["passed"] is False and g["rule"] == "lower_bound"
+    assert g["reason"] == "spearman's lower bound 0.559 < threshold 0.6" and g["could_flip"] is True
+    assert g["unseen_data"] is True
+    md = cli("report", "summeval-consistency", "--out", "-", "--db", db, cwd=tmp_path).out
+    assert "threshold 0.6, rule lower_bound (the interval's lower end is compared)" in md
+    assert "**Could flip with another sample**: the interval [0.559, 0.789] contains the threshold 0.6." in md
+    assert "The test split has 92 usable cases: **not enough** to tell 0.6 from 0.5" in md
+    line = cli("report", "summeval-consistency", "--db", db, cwd=tmp_path).out.splitlines()[0]
+    assert line == ("gate FAILED: spearman's lower bound 0.559 < threshold 0.6; could flip with another sample: "
+                    "the interval [0.559, 0.789] contains the threshold 0.6")
+    # what run prints at its end (GateBlock.summary): the lower bound needs the interval there too
+    from geval_spec.analysis.gate import gate_after_run
+    from geval_spec.spec.project import Project
+    from geval_spec.store.db import Store
+
+    with Store.open_existing(tmp_path / "r.duckdb") as store:
+        after = gate_after_run(store, Project(tmp_path), run_id, None)
+    assert after is not None and after.passed is False and after.summary == line
+
+
+def test_gate_rule_point_passes_and_says_it_could_flip(tmp_path):
+    db, run_id = _demo_with(tmp_path, "threshold: 0.8", "threshold: 0.6")
+    res = cli("report", "summeval-consistency", "--format", "json", "--out", "-", "--db", db, cwd=tmp_path)
+    g = json.loads(res.out)["gate"]
+    assert res.code == 0 and g["passed"] is True and g["could_flip"] is True and g["rule"] == "point"
+    assert g["notes"] == ["could flip with another sample: the interval [0.559, 0.789] contains the threshold 0.6"]
+    fail = json.loads(report(*_demo_with(tmp_path / "b", "", ""), "json").out)["gate"]
+    assert fail["could_flip"] is False and fail["notes"] == []
+
+
+def test_gate_without_split_says_it_was_not_judged_on_unseen_data(tmp_path):
+    """With no split the gate is judged on all: the report must say so (Markdown and the JSON gate block)."""
+    from import_helpers import import_scores, write_project
+
+    rows = [{"id": f"c{i}", "doc": f"d{i // 2}", "human": 1 + i % 5} for i in range(40)]
+    write_project(tmp_path, rows, "calibration: {threshold: 0.5}\nbootstrap: {draws: 200}\n")
+    run_id = import_scores(tmp_path, {r["id"]: r["human"] for r in rows}, "s")
+    md = cli("report", run_id, "--out", "-", cwd=tmp_path).out
+    assert "> warning: not judged on unseen data: the spec defines no splits, so the gate is judged on all cases " \
+           "(add split and set calibration.split: test)" in md
+    g = json.loads(cli("report", run_id, "--format", "json", "--out", "-", cwd=tmp_path).out)["gate"]
+    assert g["split"] == "all" and g["unseen_data"] is False and g["notes"][-1].startswith("not judged on unseen")
+    assert "not judged on unseen data" in cli("report", run_id, cwd=tmp_path).out.splitlines()[0]
+
+
+def test_gate_without_split_hints_name_the_full_key_path(tmp_path):
+    from import_helpers import write_project
+
+    write_project(tmp_path, [{"id": "c0", "doc": "d", "human": 1}], "calibration: {split: test}\n")
+    res = cli("validate", "p", cwd=tmp_path)
+    assert res.code == 2
+    assert "hint: add split: {by: group, fractions: {dev: 0.5, test: 0.5}}, or set calibration.split: all" in res.err
+
+
+def test_bootstrap_unit_case_with_groups_is_warned(tmp_path):
+    """Case resampling with clustered groups covered 0.85-0.88 of a nominal 0.95: validate and report warn."""
+    from import_helpers import import_scores, write_project
+
+    rows = [{"id": f"c{i}", "doc": f"d{i // 4}", "human": 1 + i % 5} for i in range(40)]
+    write_project(tmp_path, rows, "calibration: {threshold: 0.5}\nbootstrap: {draws: 200, unit: case}\n")
+    res = cli("validate", "p", cwd=tmp_path)
+    assert res.code == 0, res.err
+    assert "warning [bootstrap.unit]: bootstrap.unit is case but the data has source groups" in res.err
+    run_id = import_scores(tmp_path, {r["id"]: r["human"] for r in rows}, "s")
+    r = json.loads(cli("report", run_id, "--format", "json", "--out", "-", cwd=tmp_path).out)
+    assert any(w.startswith("bootstrap.unit is case but the data has source groups") and "0.85-0.88" in w
+               for w in r["warnings"])
+    md = cli("report", run_id, "--out", "-", cwd=tmp_path).out
+    assert "> warning: bootstrap.unit is case but the data has source groups" in md
+    # resampling groups, or cases without groups, draws no warning
+    write_project(tmp_path, rows, "calibration: {threshold: 0.5}\nbootstrap: {draws: 200, unit: group}\n")
+    assert "bootstrap.unit" not in cli("validate", "p", cwd=tmp_path).err
+
+
+def test_gate_without_split_hints_name_the_full_key_path_everywhere(tmp_path):
+    from import_helpers import write_project
+
+    write_project(tmp_path, [{"id": "c0", "doc": "d", "human": 1}],
+                  "split: {by: group, fractions: {dev: 0.5, test: 0.5}}\n", method="logprobs")
+    spec = tmp_path / "specs" / "p.yaml"
+    spec.write_text(spec.read_text().replace("  group: doc\n", ""))
+    err = cli("validate", "p", cwd=tmp_path).err
+    assert "hint: set judge.top_logprobs: 20 (the usual value)" in err and "hint: or set split.by: id" in err

@@ -13,7 +13,7 @@ from pydantic import Field
 from geval_spec.analysis.agreement import human_agreement
 from geval_spec.analysis.frame import Frame, Status, nanmean_rows
 from geval_spec.analysis.results import Agreement, Result, SampleSize
-from geval_spec.analysis.samplesize import sample_size
+from geval_spec.analysis.samplesize import HALFWIDTH, sample_size
 from geval_spec.dataset.cases import Dataset
 from geval_spec.dataset.splits import assign_splits
 from geval_spec.dataset.splits import audit as split_audit
@@ -56,7 +56,7 @@ def _split_by(spec: Spec) -> str | None:
     return None
 
 
-def audit(spec: Spec, dataset: Dataset) -> Audit:
+def audit(spec: Spec, dataset: Dataset, halfwidth: float = HALFWIDTH) -> Audit:
     cases = dataset.cases
     splits = assign_splits(spec, cases)
     humans = np.asarray([[np.nan if h is None else h for h in c.human] for c in cases], dtype=float)
@@ -79,5 +79,5 @@ def audit(spec: Spec, dataset: Dataset) -> Audit:
     else:
         block = SplitsBlock(counts={}, duplicate_ids=[], overlapping_groups={}, missing_splits=[], by=None,
                             groups=len({c.group for c in cases if c.group is not None}))
-    return Audit(splits=block, agreement=human_agreement(frame, spec), sample_size=sample_size(frame, spec),
+    return Audit(splits=block, agreement=human_agreement(frame, spec), sample_size=sample_size(frame, spec, halfwidth=halfwidth),
                  cases=AuditCases(n=len(cases), labelled=int(labelled.sum())), spec=spec.name)

@@ -19,11 +19,13 @@ from geval_spec.analysis.diagnostics import (
     compression,
     language_summary,
     length_bias,
+    logprobs_summary,
     pass_mark_summary,
     position_summary,
+    samples_summary,
     validity_report,
 )
-from geval_spec.analysis.frame import Frame, counts, levels_present, splits_present
+from geval_spec.analysis.frame import Frame, case_resampling_warning, counts, levels_present, splits_present
 from geval_spec.analysis.gate import LevelResult, correlations, gate, level_result
 from geval_spec.analysis.resolve import Loaded
 from geval_spec.analysis.results import (
@@ -42,7 +44,7 @@ from geval_spec.analysis.results import (
     SplitCases,
     rounded,
 )
-from geval_spec.analysis.samplesize import sample_size
+from geval_spec.analysis.samplesize import HALFWIDTH, sample_size
 from geval_spec.analysis.sweep import sweep
 from geval_spec.spec.sections import Spec
 
@@ -115,21 +117,29 @@ def plot_data(frame: Frame, metric: str) -> PlotData:
                     splits=frame.splits, group_values=values, groups_skipped=skipped)
 
 
-def build(loaded: Loaded, temperature: float | None = None) -> Calibration:
-    """The whole report of a loaded run, at ``temperature`` for TCVA verdicts (default: the spec's)."""
+def build(loaded: Loaded, temperature: float | None = None, halfwidth: float = HALFWIDTH) -> Calibration:
+    """The whole report of a loaded run, at ``temperature`` for TCVA verdicts (default: the spec's).
+
+    ``halfwidth``: the interval half-width the sample-size plan is for.
+    """
     source = loaded.source
     spec = source.spec
     frame = loaded.frame(temperature)
     corr = correlations(frame, spec)
+    cases = set(frame.ids)
+    in_frame = [j for j in loaded.judgments if j.case_id in cases]
     judges = sorted(frame.judge_scores) or list(source.run_judges)
     diagnostics = Diagnostics(validity=validity_report(frame), compression=compression(frame),
                               length=length_bias(frame, quartiles=spec.bias.length == "report"),
                               pass_mark=pass_mark_summary(frame, spec), position=position_summary(loaded.judgments),
-                              language=language_summary(frame, spec, loaded.findings))
+                              language=language_summary(frame, spec, loaded.findings),
+                              samples=samples_summary(in_frame, spec), logprobs=logprobs_summary(in_frame))
     swept = None
     if spec.scoring.method == "verdicts" and spec.split is not None:
         swept = sweep(source, loaded.case_ids, loaded.judgments, findings=loaded.findings)
     b = spec.bootstrap
+    gated = corr.get(spec.calibration.split, {}).get(spec.calibration.level)
+    observed = gated.estimates[spec.calibration.metric].value if gated is not None else None
     return Calibration(
         spec=SpecInfo(name=spec.name, version=spec.version, fingerprint=source.judging_fp,
                       analysis_fingerprint=source.analysis_fp, file=loaded.spec_file),
@@ -138,8 +148,13 @@ def build(loaded: Loaded, temperature: float | None = None) -> Calibration:
                      temperature=rounded(frame.temperature), data=source.data_display,
                      data_sha256=source.run_data_sha256),
         cases=_cases_block(frame, splits_present(frame, spec)), correlation=correlation_block(corr),
-        gate=gate(frame, spec, corr), diagnostics=diagnostics, sample_size=sample_size(frame, spec),
+        gate=gate(frame, spec, corr), diagnostics=diagnostics, sample_size=sample_size(frame, spec, observed, halfwidth),
         agreement=human_agreement(frame, spec), judges=per_judge(frame, spec),
         panel=panel_summary(frame, loaded.run.judges), sweep=swept, disagreements=disagreements(frame),
         bootstrap=BootstrapInfo(draws=b.draws, seed=b.seed, unit=b.unit, level=b.level),
-        warnings=list(frame.warnings), plot=plot_data(frame, spec.calibration.metric))
+        warnings=_warnings(frame, spec), plot=plot_data(frame, spec.calibration.metric))
+
+
+def _warnings(frame: Frame, spec: Spec) -> list[str]:
+    resampling = case_resampling_warning(spec, frame.groups)
+    return list(frame.warnings) + ([resampling] if resampling else [])

@@ -18,9 +18,14 @@ valid and the judge's and the human's scores, both on 0..1, differ by at most
 Invalid and missing judgments disagree. The difference in agreement rates
 gets a paired bootstrap (on whole groups with ``unit: group``).
 
-The regression gate: B regressed when it is worse than A on the calibration
-metric at the calibration level and split, and the whole interval of the
-difference lies below ``-margin``.
+The regression gate: only the calibration metric at the calibration level
+and split decides; every other interval is descriptive. B is worse when the
+whole interval of the difference lies below ``-margin``, better when it lies
+above 0, and inconclusive when it contains -margin (with margin 0: when it
+contains 0); with a margin, an interval above -margin that reaches 0 or
+below is "not worse". ``rule: strict`` (``compare --rule strict``) also
+fails an inconclusive comparison, for CI that needs evidence of no
+regression.
 """
 
 from __future__ import annotations
@@ -29,13 +34,13 @@ import difflib
 import io
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 import numpy as np
 from pydantic import Field
 
 from geval_spec.analysis.correlation import METRICS, paired_difference
-from geval_spec.analysis.frame import Array, Frame, levels_present, splits_present, to_unit
+from geval_spec.analysis.frame import Array, Frame, case_resampling_warning, levels_present, splits_present, to_unit
 from geval_spec.analysis.gate import units_of
 from geval_spec.analysis.hygiene import paired_resample
 from geval_spec.analysis.resolve import Loaded, load
@@ -76,10 +81,15 @@ class Delta(Result):
 
 
 class DeltaEntry(Result):
+    """One split and level: n counts what both sides use (cases; groups valid on both; systems)."""
+
+    OMIT_IF_NONE = frozenset({"skipped_groups_a", "skipped_groups_b"})
     spearman: Delta
     pearson: Delta
     kendall: Delta
     n: int
+    skipped_groups_a: int | None = None  # group level: groups where A's correlation is undefined
+    skipped_groups_b: int | None = None
 
     def metric(self, name: str) -> Delta:
         value: Delta = getattr(self, name)
@@ -123,7 +133,22 @@ class Moved(Result):
     human: float | None
 
 
+Verdict = Literal["better", "not worse", "inconclusive", "worse", "not comparable"]
+Rule = Literal["default", "strict"]
+STRICT_PASSES: tuple[Verdict, ...] = ("better", "not worse")
+
+
 class Regression(Result):
+    """The regression gate: only the calibration metric at its level and split decides.
+
+    ``verdict`` places the interval of B - A against 0 and -margin: worse
+    (all of it below -margin), better (all of it above 0), not worse (all of
+    it above -margin, not all above 0: only with a margin), inconclusive (it
+    contains -margin; with margin 0, it contains 0), not comparable (no
+    interval). ``fails`` (exit 1): worse; under rule strict also
+    inconclusive and not comparable.
+    """
+
     metric: str
     level: str
     split: str
@@ -132,6 +157,9 @@ class Regression(Result):
     ci_low: float | None
     ci_high: float | None
     regressed: bool
+    verdict: Verdict
+    rule: Rule
+    fails: bool
     reason: str
 
 
@@ -216,6 +244,9 @@ def _warnings(a: Loaded, b: Loaded, fa: Frame, fb: Frame, al: Aligned) -> list[s
         out.append(f"A's scores are on {fa.scale}, B's on {fb.scale}: correlations compare, raw scores do not")
     if a.source.spec.split != b.source.spec.split:
         out.append("A and B define splits differently; B's splits are used for both")
+    resampling = case_resampling_warning(b.source.spec, al.frame.groups)
+    if resampling:
+        out.append(resampling)
     return out
 
 
@@ -232,15 +263,18 @@ def _correlations(al: Aligned, spec: Spec) -> dict[str, dict[str, DeltaEntry]]:
         systems = list(np.asarray(frame.systems, dtype=object)[m])
         for level in levels_present(frame):
             deltas = {}
-            n = 0
+            found = {}
             for metric in METRICS:
                 d = paired_difference(al.a[m], al.b[m], h[m], metric, level, units=units, draws=bs.draws,
                                       seed=bs.seed, conf=bs.level, groups=groups,
                                       systems=systems if level == "system" else None)
                 deltas[metric] = Delta(a=rounded(d.a), b=rounded(d.b), difference=rounded(d.diff),
                                        ci_low=rounded(d.ci_low), ci_high=rounded(d.ci_high))
-                n = d.n
-            out[split][level] = DeltaEntry(**deltas, n=n)
+                found[metric] = d
+            d = found[spec.calibration.metric]
+            skipped = level == "group"
+            out[split][level] = DeltaEntry(**deltas, n=d.n, skipped_groups_a=d.skipped_a if skipped else None,
+                                           skipped_groups_b=d.skipped_b if skipped else None)
     return out
 
 
@@ -297,29 +331,34 @@ def _moved(al: Aligned, fa: Frame, fb: Frame) -> list[Moved]:
     return out
 
 
-def _regression(corr: dict[str, dict[str, DeltaEntry]], spec: Spec, margin: float | None) -> Regression:
+def _placed(d: Delta | None, metric: str, m: float) -> tuple[Verdict, str]:
+    """Where the interval of B - A lies against 0 and -margin, and the sentence that says so."""
+    if d is None or d.difference is None or d.ci_low is None or d.ci_high is None:
+        return "not comparable", "not comparable: the split or level is missing, or a correlation is undefined"
+    interval = f"{metric} {d.difference:+.3f}, interval [{d.ci_low:.3f}, {d.ci_high:.3f}]"
+    line = f"-{m:g}" if m else "0"  # where a regression starts
+    if d.ci_high < -m:
+        return "worse", f"B is worse: {interval} lies entirely below {line}"
+    if d.ci_low > 0:
+        return "better", f"B is better: {interval} lies entirely above 0"
+    if d.ci_low > -m:
+        return "not worse", f"B is not worse than A by more than the margin: {interval} lies above {line}"
+    both = "both 0 and " if d.ci_high >= 0 and m else ""
+    return "inconclusive", f"inconclusive: {interval} contains {both}{line}"
+
+
+def _regression(corr: dict[str, dict[str, DeltaEntry]], spec: Spec, margin: float | None,
+                rule: Rule = "default") -> Regression:
     cal = spec.calibration
     m = margin if margin is not None else cal.margin
     entry = corr.get(cal.split, {}).get(cal.level)
     d = entry.metric(cal.metric) if entry is not None else None
-
-    def result(regressed: bool, reason: str) -> Regression:
-        return Regression(metric=cal.metric, level=cal.level, split=cal.split, margin=m,
-                          difference=d.difference if d else None, ci_low=d.ci_low if d else None,
-                          ci_high=d.ci_high if d else None, regressed=regressed, reason=reason)
-
-    if d is None or d.difference is None:
-        return result(False, "not comparable: the split or level is missing, or a correlation is undefined")
-    regressed = d.difference < 0 and d.ci_high is not None and d.ci_high < -m
-    if regressed:
-        reason = (f"B is worse: {cal.metric} {d.difference:+.3f}, interval [{d.ci_low:.3f}, "
-                  f"{d.ci_high:.3f}] lies entirely below -{m}")
-    elif d.difference < 0:
-        reason = (f"B is lower by {-d.difference:.3f}, but the interval [{d.ci_low:.3f}, "
-                  f"{d.ci_high:.3f}] reaches -{m} or above: not a significant regression")
-    else:
-        reason = f"B is not worse ({cal.metric} {d.difference:+.3f})"
-    return result(regressed, reason)
+    verdict, reason = _placed(d, cal.metric, m)
+    fails = verdict == "worse" or (rule == "strict" and verdict not in STRICT_PASSES)
+    return Regression(metric=cal.metric, level=cal.level, split=cal.split, margin=m,
+                      difference=d.difference if d else None, ci_low=d.ci_low if d else None,
+                      ci_high=d.ci_high if d else None, regressed=verdict == "worse", verdict=verdict, rule=rule,
+                      fails=fails, reason=reason)
 
 
 def _side(x: Loaded, frame: Frame) -> Side:
@@ -329,7 +368,7 @@ def _side(x: Loaded, frame: Frame) -> Side:
                 method=s.scoring.method, temperature=rounded(frame.temperature))
 
 
-def compare(a: Loaded, b: Loaded, margin: float | None = None) -> Comparison:
+def compare(a: Loaded, b: Loaded, margin: float | None = None, rule: Rule = "default") -> Comparison:
     spec = b.source.spec
     fa, fb = a.frame(), b.frame()
     al = align(fa, fb)
@@ -340,7 +379,7 @@ def compare(a: Loaded, b: Loaded, margin: float | None = None) -> Comparison:
     bs = spec.bootstrap
     return Comparison(a=_side(a, fa), b=_side(b, fb), change=Change(klass=cls, meaning=CLASS_TEXT[cls]),
                       spec_diff=diff, cases=len(al.ids), correlation=corr, agreement=_agreement(al, spec, fa, fb),
-                      validity=_validity(al), moved=_moved(al, fa, fb), regression=_regression(corr, spec, margin),
+                      validity=_validity(al), moved=_moved(al, fa, fb), regression=_regression(corr, spec, margin, rule),
                       bootstrap=BootstrapInfo(draws=bs.draws, seed=bs.seed, unit=bs.unit, level=bs.level),
                       warnings=_warnings(a, b, fa, fb, al))
 

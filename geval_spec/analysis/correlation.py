@@ -277,22 +277,44 @@ class Difference:
     diff: float | None  # b - a
     ci_low: float | None
     ci_high: float | None
-    n: int
+    n: int  # cases (dataset), groups valid on both sides (group) or systems (system)
     draws_used: int = 0
+    skipped_a: int = 0  # group level: groups where A's correlation is undefined
+    skipped_b: int = 0
+
+
+def paired_point(xa: npt.ArrayLike, xb: npt.ArrayLike, y: npt.ArrayLike, metric: str, level: str,
+                 groups: Sequence[Any] | None = None,
+                 systems: Sequence[Any] | None = None) -> tuple[float, float, int, int, int]:
+    """(A's value, B's value, n, A's skipped groups, B's skipped groups) on the units both sides can use.
+
+    At group level a group counts only where both sides' correlations are
+    defined, the same groups the paired resamples use; elsewhere both sides
+    use the same cases anyway.
+    """
+    if level == "group":
+        va, _, skipped_a = group_values(xa, y, _needed(groups, level), metric)
+        vb, _, skipped_b = group_values(xb, y, _needed(groups, level), metric)
+        both = ~np.isnan(va) & ~np.isnan(vb)
+        if not both.any():
+            return math.nan, math.nan, 0, skipped_a, skipped_b
+        return float(va[both].mean()), float(vb[both].mean()), int(both.sum()), skipped_a, skipped_b
+    a, n, _ = point(xa, y, metric, level, groups, systems)
+    b, _, _ = point(xb, y, metric, level, groups, systems)
+    return a, b, n, 0, 0
 
 
 def paired_difference(xa: npt.ArrayLike, xb: npt.ArrayLike, y: npt.ArrayLike, metric: str, level: str, *,
                       units: Sequence[Any], draws: int, seed: int, conf: float = 0.95,
                       groups: Sequence[Any] | None = None,
                       systems: Sequence[Any] | None = None) -> Difference:
-    """metric(B) - metric(A) on the same cases, with an interval from paired resampling."""
-    va, n, _ = point(xa, y, metric, level, groups, systems)
-    vb, _, _ = point(xb, y, metric, level, groups, systems)
+    """metric(B) - metric(A) on the same cases (and groups), with an interval from paired resampling."""
+    va, vb, n, skipped_a, skipped_b = paired_point(xa, xb, y, metric, level, groups, systems)
     a = float(va) if math.isfinite(va) else None
     b = float(vb) if math.isfinite(vb) else None
     if a is None or b is None:
-        return Difference(a, b, None, None, None, n)
+        return Difference(a, b, None, None, None, n, skipped_a=skipped_a, skipped_b=skipped_b)
     samples = resample([xa, xb], y, metric, level, units=units, draws=draws, seed=seed, groups=groups,
                        systems=systems)
     lo, hi, used = _interval(samples[:, 1] - samples[:, 0], conf)
-    return Difference(a, b, b - a, lo, hi, n, used)
+    return Difference(a, b, b - a, lo, hi, n, used, skipped_a, skipped_b)

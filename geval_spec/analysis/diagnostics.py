@@ -15,6 +15,12 @@
   mark; then validity, accuracy, accuracy among valid cases, and the mean
   over categories, as :func:`geval_spec.analysis.hygiene.summarize_eval`
   defines them.
+- **Samples** (method samples): the share of samples that did not parse,
+  and the cases made invalid by ``scoring.min_valid_samples`` (applied when
+  the frame is built, so changing it costs no judge call).
+- **Logprobs**: mean and maximum ``ambiguous_mass`` (probability on
+  alternatives that could start a longer score, off the path the model
+  took) and the mean and lowest ``valid_mass`` of the valid judgments.
 - **Position bias** (pairwise specs with a position swap) and the **language
   pre-checks**: how often the orders agree; how many cases were flagged and
   how humans scored them.
@@ -28,7 +34,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from geval_spec.analysis.correlation import correlation
-from geval_spec.analysis.frame import Findings, Frame, counts
+from geval_spec.analysis.frame import Findings, Frame, counts, min_valid_samples, too_few_samples
 from geval_spec.analysis.hygiene import summary
 from geval_spec.analysis.results import (
     Accuracy,
@@ -38,9 +44,11 @@ from geval_spec.analysis.results import (
     LanguageBlock,
     LengthBias,
     LengthTooFew,
+    LogprobsBlock,
     PassMark,
     Position,
     Quartile,
+    SamplesBlock,
     TooFew,
     ValidityBlock,
     rounded,
@@ -193,3 +201,28 @@ def position_summary(judgments: Sequence[Judgment]) -> Position | None:
                     consistency=rounded(consistent / len(both)) if both else None,
                     one_order_only=sum(1 for j in judgments if j.valid and j.details.consistent is None),
                     rule=PAIRWISE_RULE)
+
+
+def samples_summary(judgments: Sequence[Judgment], spec: Spec) -> SamplesBlock | None:
+    """The invalid-sample rate of samples judgments, and how many fell below scoring.min_valid_samples."""
+    sampled = [j for j in judgments if j.method == "samples" and j.samples]
+    if not sampled:
+        return None
+    drawn = sum(len(j.samples or ()) for j in sampled)
+    bad = sum(1 for j in sampled for v in j.samples or () if v is None)
+    return SamplesBlock(judgments=len(sampled), samples=drawn, invalid_samples=bad,
+                        invalid_rate=rounded(bad / drawn) if drawn else None,
+                        min_valid_samples=min_valid_samples(spec, max(len(j.samples or ()) for j in sampled)),
+                        below_minimum=sum(1 for j in sampled if j.valid and too_few_samples(j, spec) is not None))
+
+
+def logprobs_summary(judgments: Sequence[Judgment]) -> LogprobsBlock | None:
+    """Mean and maximum ambiguous mass, mean and lowest valid mass, of the valid logprobs judgments."""
+    read = [j for j in judgments if j.method == "logprobs" and j.valid and j.valid_mass is not None]
+    if not read:
+        return None
+    ambiguous = [j.details.ambiguous_mass or 0.0 for j in read]
+    mass = [float(j.valid_mass or 0.0) for j in read]
+    return LogprobsBlock(judgments=len(read), ambiguous_mass_mean=rounded(sum(ambiguous) / len(read)),
+                         ambiguous_mass_max=rounded(max(ambiguous)), valid_mass_mean=rounded(sum(mass) / len(read)),
+                         valid_mass_min=rounded(min(mass)))

@@ -27,6 +27,7 @@ from geval_spec.errors import Problem
 from geval_spec.judge.tcva import DEFAULT_WEIGHTS, tcva_matrix
 from geval_spec.judge.types import Judgment
 from geval_spec.plugins import Finding
+from geval_spec.spec.checks import CASE_RESAMPLING
 from geval_spec.spec.sections import Spec
 from geval_spec.spec.yamldoc import Path as KeyPath
 
@@ -161,6 +162,24 @@ def penalty_cut(spec: Spec, ids: Sequence[str], findings: Findings | None) -> tu
     return (cut if cut.any() else None), lo
 
 
+def min_valid_samples(spec: Spec, drawn: int) -> int:
+    """scoring.min_valid_samples, by default half of scoring.samples (else of the samples drawn), rounded up."""
+    if spec.scoring.min_valid_samples is not None:
+        return spec.scoring.min_valid_samples
+    return math.ceil((spec.scoring.samples or drawn) / 2)
+
+
+def too_few_samples(j: Judgment, spec: Spec) -> str | None:
+    """Why a samples judgment is invalid under scoring.min_valid_samples (applied here, at analysis time), or None."""
+    if j.method != "samples" or not j.samples:
+        return None
+    parsed = sum(1 for v in j.samples if v is not None)
+    needed = min_valid_samples(spec, len(j.samples))
+    if parsed >= needed:
+        return None
+    return f"fewer than {needed} of {len(j.samples)} samples parsed (scoring.min_valid_samples)"
+
+
 @dataclass(frozen=True)
 class _Column:
     """One judge's scores, statuses and reasons over the frame's cases."""
@@ -186,6 +205,8 @@ def _judge_column(found: Sequence[Judgment], index: Mapping[str, int], n: int, s
                 status[i], reasons[i] = "invalid", j.reason or "no statements (aggregation.on_empty: invalid)"
             else:
                 scores[i], status[i], reasons[i] = value, "valid", None
+        elif j.valid and j.score is not None and (short := too_few_samples(j, spec)) is not None:
+            status[i], reasons[i] = "invalid", short
         elif j.valid and j.score is not None:
             scores[i], status[i], reasons[i] = j.score, "valid", None
         else:
@@ -272,6 +293,13 @@ def build_frame(source: Source, run_case_ids: Sequence[str], judgments: Sequence
         lengths=_frozen([len(text.split()) for text in texts]), texts=texts, judge_scores=judge_scores,
         judge_status={name: c.status for name, c in columns.items()}, scale=scale, human_scale=hscale,
         temperature=t, warnings=tuple(notes))
+
+
+def case_resampling_warning(spec: Spec, groups: Sequence[str | None]) -> str | None:
+    """The warning for ``bootstrap.unit: case`` when the cases have groups, else None."""
+    if spec.bootstrap.unit == "case" and any(g is not None for g in groups):
+        return CASE_RESAMPLING
+    return None
 
 
 def splits_present(frame: Frame, spec: Spec) -> list[str]:

@@ -2,7 +2,12 @@
 
 The gate compares the calibration metric at the calibration level and split
 with the threshold, and also requires the spec's minimum validity (invalid
-output stays in the denominator).
+output stays in the denominator). ``calibration.rule`` says what is compared:
+the metric's value (``point``, the default) or the lower end of its
+bootstrap interval (``lower_bound``: the gate passes only when the whole
+interval clears the threshold). Next to the verdict the gate says when the
+interval contains the threshold (it could flip with another sample) and when
+it was not judged on unseen data (split ``all``, or ``dev``).
 """
 
 from __future__ import annotations
@@ -75,49 +80,84 @@ def correlations(frame: Frame, spec: Spec) -> dict[str, dict[str, LevelResult]]:
             for split in splits_present(frame, spec)}
 
 
+def _notes(spec: Spec, est: Estimate | None) -> tuple[bool | None, bool, list[str]]:
+    """(could flip, judged on unseen data, the notes that say so)."""
+    cal = spec.calibration
+    notes = []
+    flip = None
+    if est is not None and est.ci_low is not None and est.ci_high is not None:
+        flip = est.ci_low <= cal.threshold <= est.ci_high
+        if flip:
+            notes.append(f"could flip with another sample: the interval [{est.ci_low:.3f}, {est.ci_high:.3f}] "
+                         f"contains the threshold {cal.threshold}")
+    unseen = cal.split == "test"
+    if spec.split is None:
+        notes.append("not judged on unseen data: the spec defines no splits, so the gate is judged on all cases "
+                     "(add split and set calibration.split: test)")
+    elif not unseen:
+        where = "all includes dev" if cal.split == "all" else "dev is the split tuning chooses on"
+        notes.append(f"not judged on unseen data: calibration.split {where} (set calibration.split: test)")
+    return flip, unseen, notes
+
+
+def _verdict(spec: Spec, est: Estimate, rate: float) -> tuple[bool, str]:
+    """Pass or fail by the spec's rule, and why."""
+    cal = spec.calibration
+    if cal.rule == "lower_bound":
+        if est.ci_low is None:
+            return False, f"rule lower_bound needs the interval of {cal.metric}, and it is undefined"
+        compared, what = est.ci_low, f"{cal.metric}'s lower bound"
+    else:
+        compared, what = float(est.value or 0.0), cal.metric
+    passed_corr = compared >= cal.threshold
+    passed_valid = rate >= cal.min_validity
+    if passed_corr and passed_valid:
+        return True, f"{what} {compared:.3f} >= {cal.threshold} and validity {rate:.3f} >= {cal.min_validity}"
+    if not passed_corr:
+        return False, f"{what} {compared:.3f} < threshold {cal.threshold}"
+    return False, f"validity {rate:.3f} < min_validity {cal.min_validity}"
+
+
 def gate(frame: Frame, spec: Spec, corr: Mapping[str, Mapping[str, LevelResult]]) -> GateBlock:
     cal = spec.calibration
     rate = counts(frame, cal.split if cal.split in corr else "all").validity
 
-    def verdict(value: float | None, est: Estimate | None, n: int, passed: bool, reason: str) -> GateBlock:
-        return GateBlock(metric=cal.metric, level=cal.level, split=cal.split, threshold=cal.threshold,
-                         value=rounded(value), ci_low=rounded(est.ci_low) if est else None,
+    def verdict(est: Estimate | None, n: int, passed: bool, reason: str) -> GateBlock:
+        flip, unseen, notes = _notes(spec, est)
+        return GateBlock(metric=cal.metric, level=cal.level, split=cal.split, threshold=cal.threshold, rule=cal.rule,
+                         value=rounded(est.value) if est else None, ci_low=rounded(est.ci_low) if est else None,
                          ci_high=rounded(est.ci_high) if est else None, n=n, validity=rounded(rate),
-                         min_validity=cal.min_validity, passed=passed, reason=reason)
+                         min_validity=cal.min_validity, passed=passed, reason=reason, could_flip=flip,
+                         unseen_data=unseen, notes=notes)
 
     level = corr.get(cal.split, {}).get(cal.level)
     if level is None:
         why = (f"split {cal.split!r} has no cases" if cal.split not in corr else
                f"level {cal.level!r} is not available (data.{cal.level} missing or too few systems)")
-        return verdict(None, None, 0, False, why)
+        return verdict(None, 0, False, why)
     est = level.estimates[cal.metric]
     if est.value is None:
-        return verdict(None, None, level.n, False, "the correlation is undefined (too few cases or a constant side)")
-    passed_corr = est.value >= cal.threshold
-    passed_valid = rate >= cal.min_validity
-    if passed_corr and passed_valid:
-        reason = f"{cal.metric} {est.value:.3f} >= {cal.threshold} and validity {rate:.3f} >= {cal.min_validity}"
-    elif not passed_corr:
-        reason = f"{cal.metric} {est.value:.3f} < threshold {cal.threshold}"
-    else:
-        reason = f"validity {rate:.3f} < min_validity {cal.min_validity}"
-    return verdict(est.value, est, level.n, passed_corr and passed_valid, reason)
+        return verdict(None, level.n, False, "the correlation is undefined (too few cases or a constant side)")
+    passed, reason = _verdict(spec, est, rate)
+    return verdict(est, level.n, passed, reason)
 
 
 def gate_only(source: Source, run_case_ids: Sequence[str], judgments: Sequence[Judgment],
               findings: Findings | None = None) -> GateBlock:
     """The gate alone: what ``run`` checks at its end.
 
-    Only the gate's metric at its split and level, and only its value: the
-    verdict does not depend on the interval, which ``report`` computes.
+    Only the gate's metric at its split and level, and with ``rule: point``
+    only its value (the point verdict does not depend on the interval, which
+    ``report`` computes, so ``could_flip`` is None); ``rule: lower_bound``
+    needs the interval.
     """
     spec = source.spec
     frame = build_frame(source, run_case_ids, judgments, findings=findings)
     cal = spec.calibration
     corr: dict[str, dict[str, LevelResult]] = {}
     if cal.split in splits_present(frame, spec) and cal.level in levels_present(frame):
-        corr[cal.split] = {cal.level: level_result(frame, spec, cal.split, cal.level, with_ci=False,
-                                                   metrics=(cal.metric,))}
+        corr[cal.split] = {cal.level: level_result(frame, spec, cal.split, cal.level,
+                                                   with_ci=cal.rule == "lower_bound", metrics=(cal.metric,))}
     return gate(frame, spec, corr)
 
 

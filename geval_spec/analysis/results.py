@@ -119,10 +119,20 @@ class CasesBlock(Result):
 
 
 class GateBlock(Result):
+    """The gate's verdict and how sure it is.
+
+    ``rule`` says what is compared with the threshold: the value (point) or
+    the lower end of its interval (lower_bound). ``could_flip`` is True when
+    the interval contains the threshold (another sample could give the other
+    verdict), None when no interval was computed. ``unseen_data`` is False
+    unless the gate is judged on test, the split nothing was tuned on.
+    """
+
     metric: str
     level: str
     split: str
     threshold: float
+    rule: str
     value: float | None
     ci_low: float | None
     ci_high: float | None
@@ -131,6 +141,14 @@ class GateBlock(Result):
     min_validity: float
     passed: bool
     reason: str
+    could_flip: bool | None
+    unseen_data: bool
+    notes: list[str]
+
+    @property
+    def summary(self) -> str:
+        """The one line ``run`` and ``report`` print: the verdict, its reason and how sure it is."""
+        return "; ".join([f"gate {'passed' if self.passed else 'FAILED'}: {self.reason}", *self.notes])
 
 
 class ValidityBlock(Result):
@@ -237,20 +255,64 @@ class LanguageBlock(Result):
     penalty: dict[str, float]
 
 
+class SamplesBlock(Result):
+    """method samples: how many samples parsed, and the cases the minimum made invalid."""
+
+    judgments: int
+    samples: int
+    invalid_samples: int
+    invalid_rate: float | None
+    min_valid_samples: int
+    below_minimum: int  # judgments invalid because fewer samples parsed
+
+
+class LogprobsBlock(Result):
+    """method logprobs: where the probability at the score's position went, over the valid judgments."""
+
+    judgments: int
+    ambiguous_mass_mean: float | None
+    ambiguous_mass_max: float | None
+    valid_mass_mean: float | None
+    valid_mass_min: float | None
+
+
 class Diagnostics(Result):
+    OMIT_IF_NONE = frozenset({"samples", "logprobs"})
     validity: ValidityBlock
     compression: Compression | TooFew
     length: LengthBias | LengthTooFew
     pass_mark: PassMark | None
     position: Position | None
     language: LanguageBlock | None
+    samples: SamplesBlock | None = None
+    logprobs: LogprobsBlock | None = None
+
+
+class Precision(Result):
+    """Pairs needed for an interval of a given half-width on the correlation scale (Fisher z)."""
+
+    halfwidth: float
+    conf: float
+    at: float  # the correlation assumed: the observed value, or the threshold before any judge ran
+    at_source: str  # observed | threshold
+    required: int | None
+    enough: bool | None
+    formula: str
 
 
 class SampleSize(Result):
+    """Whether the gate's split can tell the threshold from 0.5, and how precise an interval it allows.
+
+    ``required``, ``enough`` and ``precision`` count ``unit``: cases at
+    dataset level, systems at system level; at group level they do not apply.
+    """
+
     split: str
     level: str
-    available: int
-    available_units: int
+    metric: str
+    available: int  # usable cases
+    available_units: int  # cases, groups or systems with usable cases
+    unit: str
     alpha: float
     power: float
     null: float
@@ -259,6 +321,7 @@ class SampleSize(Result):
     enough: bool | None
     formula: str | None
     method: str
+    precision: Precision | None
 
 
 class Agreement(Result):
@@ -324,30 +387,50 @@ class SweepTest(Result):
 
 
 class SweepBlock(Result):
+    """The sweep: dev values per temperature, the choice made on dev, the chosen temperature on test.
+
+    The spec's own temperature is kept unless the best one on dev is told
+    apart from it: the paired bootstrap interval of best - spec on dev lies
+    above 0 (``told_apart``; None when the best is the spec's own).
+    """
+
     metric: str
     level: str
     chosen_on: str
+    measured_on: str  # test: never a split that contains dev
+    spec_temperature: float
+    best_temperature: float | None
     chosen_temperature: float | None
+    told_apart: bool | None
+    dev_range: list[float] | None  # lowest and highest dev value over the grid
+    dev_at_spec: Interval  # the spec's temperature on dev, with its interval
+    best_minus_spec: Interval | None  # paired, on dev
     grid: list[SweepRow]
     test: SweepTest | None
 
 
 class SweepReport(Result):
-    """What ``geval-spec sweep`` prints: the sweep of one run."""
+    """What ``geval-spec sweep`` prints: the sweep of one run (the fields of :class:`SweepBlock` after its ids)."""
 
     spec: str
     run: str
     metric: str
     level: str
     chosen_on: str
+    measured_on: str
+    spec_temperature: float
+    best_temperature: float | None
     chosen_temperature: float | None
+    told_apart: bool | None
+    dev_range: list[float] | None
+    dev_at_spec: Interval
+    best_minus_spec: Interval | None
     grid: list[SweepRow]
     test: SweepTest | None
 
     @property
     def block(self) -> SweepBlock:
-        return SweepBlock(metric=self.metric, level=self.level, chosen_on=self.chosen_on,
-                          chosen_temperature=self.chosen_temperature, grid=self.grid, test=self.test)
+        return SweepBlock(**{name: getattr(self, name) for name in SweepBlock.model_fields})
 
 
 class Disagreement(Result):

@@ -13,6 +13,7 @@ from geval_spec.cli.progress import ProgressView
 from geval_spec.errors import EXIT_GATE, EXIT_OK, InputError, Problem
 
 OUT_HELP = "Write here (default reports/<spec>/{name}); - prints to stdout."
+HALFWIDTH_HELP = "Plan the cases needed for an interval of this half-width on the correlation scale."
 
 
 def _slug(text: str) -> str:
@@ -32,6 +33,7 @@ def report(
     out: Optional[Path] = typer.Option(None, "--out", help=OUT_HELP.format(name="report.<ext>")),
     junit: Optional[Path] = typer.Option(None, "--junit", help="Also write the gate as JUnit XML."),
     exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when the gate fails."),
+    halfwidth: float = typer.Option(0.1, "--halfwidth", min=0.01, max=0.99, help=HALFWIDTH_HELP),
     db: Optional[Path] = typer.Option(None, "--db", help=DB_HELP),
 ) -> int:
     """Calibration report from stored judgments (sends nothing); exit 1 when the gate fails."""
@@ -60,13 +62,13 @@ def report(
     if temperature is not None and spec.scoring.method != "verdicts":
         raise InputError(problems=[Problem("--temperature re-aggregates TCVA verdicts; "
                                            f"{spec.name} uses method {spec.scoring.method}")])
-    result = build(loaded, temperature=temperature)
+    result = build(loaded, temperature=temperature, halfwidth=halfwidth)
     renderers = {"md": to_markdown, "json": to_json, "html": to_html}
     g = result.gate
     if out is not None and str(out) == "-":
         write_out(renderers["md" if fmt == "all" else fmt](result), out, out)
     else:
-        echo(f"gate {'passed' if g.passed else 'FAILED'}: {g.reason}")
+        echo(g.summary)
         for ext in (("md", "json", "html") if fmt == "all" else (fmt,)):
             written = write_out(renderers[ext](result), out, proj.root / "reports" / spec.name / f"report.{ext}")
             echo(f"wrote {written}")
@@ -113,6 +115,8 @@ def compare(
     margin: Optional[float] = typer.Option(None, "--margin", min=0.0,
                                            help="Regression margin (default: B's calibration.margin)."),
     run_missing: bool = typer.Option(False, "--run", help="Run a spec REF that has no stored run yet."),
+    rule: Literal["default", "strict"] = typer.Option(
+        "default", "--rule", help="default: exit 1 when B is worse; strict: also when inconclusive (for CI)."),
     db: Optional[Path] = typer.Option(None, "--db", help=DB_HELP),
 ) -> int:
     """Compare two spec versions or runs: spec diff, paired deltas with intervals; exit 1 on a regression."""
@@ -133,15 +137,15 @@ def compare(
     default = proj.root / "reports" / sides[1].source.spec.name / f"compare-{_slug(a)}-{_slug(b)}.{fmt}"
     if out is None:
         prepare_output(default, "comparison")
-    result = run_compare(sides[0], sides[1], margin=margin)
+    result = run_compare(sides[0], sides[1], margin=margin, rule=rule)
     text = to_json(result) if fmt == "json" else to_markdown(result)
     written = write_out(text, out, default)
     if written is not None:
         r = result.regression
         echo(f"change: {result.change.klass} ({result.change.meaning})")
-        echo(f"{'REGRESSION' if r.regressed else 'no significant regression'}: {r.reason}")
+        echo(f"{r.verdict}{' (REGRESSION)' if r.regressed else ''}, rule {r.rule}: {r.reason}")
         echo(f"wrote {written}")
-    return EXIT_GATE if result.regression.regressed else EXIT_OK
+    return EXIT_GATE if result.regression.fails else EXIT_OK
 
 
 @app.command()
@@ -149,6 +153,7 @@ def compare(
 def audit(
     ref: str = typer.Argument(..., help="A spec REF."),
     fmt: Literal["md", "json"] = typer.Option("md", "--format", help="md or json."),
+    halfwidth: float = typer.Option(0.1, "--halfwidth", min=0.01, max=0.99, help=HALFWIDTH_HELP),
 ) -> int:
     """Splits (leakage), human agreement and sample size of a spec's data; needs no judge."""
     import sys
@@ -160,6 +165,6 @@ def audit(
     from geval_spec.spec.load import load_spec
 
     parsed = load_spec(project().resolve(ref))
-    result = run_audit(parsed.spec, read_cases(parsed))
+    result = run_audit(parsed.spec, read_cases(parsed), halfwidth=halfwidth)
     sys.stdout.write(to_json(result) if fmt == "json" else to_markdown(result))
     return EXIT_OK

@@ -163,7 +163,7 @@ def _run(ref: str, options: RunOptions, junit: Path | None) -> int:
         return EXIT_OK
     if junit is not None:
         write_out(to_junit(parsed.name, gate), junit, junit)
-    print_run(parsed, result, f"gate {'passed' if gate.passed else 'FAILED'}: {gate.reason}", ref)
+    print_run(parsed, result, gate.summary, ref)
     return EXIT_OK if gate.passed else EXIT_GATE
 
 

@@ -4,22 +4,26 @@ Scoring methods, recorded on every judgment:
 
 - ``logprobs``: G-Eval's expected score, the sum of p(s) * s over the scale's
   scores, with p read from the top logprobs at the position where the score
-  is written *inside the JSON object that was parsed* (a ``"score": N``
-  elsewhere in the text is never read), normalised over the scale's scores.
-  Token strings are mapped to scores explicitly: whitespace and any
-  characters the chosen token has before its digits (" 4", "4", ":4") are
-  stripped, and what remains must be a number on the scale. A score written
-  as more than one token ("10" as "1" + "0", "-1" as "-" + "1") is followed
-  along the chain rule: p(10) = p("1") * p("0" | "1"), p(-1) = p("-") *
-  p("1" | "-") and p(1) = p("1") * (1 - p(any digit | "1")), using the next
-  position's alternatives. That conditional is only known along the path the
-  model took; the mass of an alternative that could start a longer score
-  (or is only a sign) on another path is reported as ``ambiguous_mass``:
-  a one-digit score keeps it, a lone sign loses it. ``valid_mass`` is the
+  is written *inside the JSON object that was parsed*, at that object's own
+  ``"score"`` key (a ``"score": N`` after the object, or in an object nested
+  in it, is never read), normalised over the scale's scores. Token strings
+  are mapped to scores explicitly: whitespace and any characters the chosen
+  token has before its digits (" 4", "4", ":4") are stripped, and the sign
+  and digits that follow are the score characters the token stands for (a
+  token with more characters after them, "4," or "0}", ends the number). A
+  score written as more than one token ("10" as "1" + "0", "-1" as "-" +
+  "1", "-10" as "-" + "1" + "0") is followed along the chain rule: p(10) =
+  p("1") * p("0" | "1"), p(-1) = p("-") * p("1" | "-"), and wherever the
+  characters read so far already form a score, the number may end there:
+  p(1) = p("1") * (1 - p(any digit | "1")), using the next position's
+  alternatives. That conditional is only known along the path the model
+  took; the mass of an alternative that could start a longer score (or is
+  only a sign) on another path is reported as ``ambiguous_mass``: a
+  one-digit score keeps it, a lone sign loses it. ``valid_mass`` is the
   probability that fell on the scale's scores before normalisation. When the
-  token at the score's position does not decode to the score the judge wrote,
-  or the written score has probability 0, the judgment is invalid with that
-  reason.
+  token at the score's position does not decode to the score the judge
+  wrote, or the written score has probability 0, the judgment is invalid
+  with that reason.
 - ``samples``: n sampled outputs, each parsed; the score is the mean of the
   valid ones, with their standard deviation as the spread.
 - ``direct``: one parsed score.
@@ -87,19 +91,52 @@ class Distribution:
 
 
 _SCORE_AT = re.compile(r'(?<!\\)"score"\s*:\s*"?(-?\d+)')
-_PIECE = re.compile(r"-?\d*")
+_VALUE = re.compile(r'"?(-?\d+)')
+_SIGNED = re.compile(r"-?\d*")
+_DIGITS = re.compile(r"\d*")
+_BLANK = " \t\r\n"
 
 
-def _residual(token: str, prefix: str, suffix: str) -> str | None:
-    """The score characters an alternative token stands for, given the chosen token's shape."""
-    t = token.strip()
-    p = prefix.strip()
-    if p and t.startswith(p):
-        t = t[len(p):].strip()
-    s = suffix.strip()
-    if s and t.endswith(s):
-        t = t[: -len(s)].strip()
-    return t if t and _PIECE.fullmatch(t) else None
+def _top_level_value(text: str, lo: int, hi: int, key: str) -> int | None:
+    """Where the value of ``key`` starts among the keys of the JSON object ``text[lo:hi]`` (the last, if repeated).
+
+    Keys of nested objects and text inside strings are skipped, so only the
+    object's own key counts (as ``json.loads`` reads it: the last one wins).
+    """
+    depth, i, found = 0, lo, None
+    while i < hi:
+        ch = text[i]
+        if ch == '"':
+            j = i + 1
+            while j < hi and text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            if depth == 1 and text[i + 1:j] == key:
+                k = j + 1
+                while k < hi and text[k] in _BLANK:
+                    k += 1
+                if k < hi and text[k] == ":":
+                    k += 1
+                    while k < hi and text[k] in _BLANK:
+                        k += 1
+                    found = k
+            i = j + 1
+            continue
+        if ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+        i += 1
+    return found
+
+
+def _score_digits(text: str, span: tuple[int, int] | None) -> tuple[int, int] | None:
+    """Where the digits of the score stand in ``text``: inside the object ``span`` (its own key), else the last."""
+    if span is None:
+        matches = list(_SCORE_AT.finditer(text))
+        return (matches[-1].start(1), matches[-1].end(1)) if matches else None
+    at = _top_level_value(text, span[0], span[1], "score")
+    m = _VALUE.match(text, at, span[1]) if at is not None else None
+    return (m.start(1), m.end(1)) if m else None
 
 
 def _alternatives(tok: TokenLogprob) -> list[tuple[str, float]]:
@@ -110,14 +147,25 @@ def _alternatives(tok: TokenLogprob) -> list[tuple[str, float]]:
 
 
 class _Reader:
-    """Walks the chosen tokens of a score, spreading probability over the scale's scores."""
+    """Walks the chosen tokens of a score along the chain rule, spreading probability over the scale's scores.
 
-    def __init__(self, tokens: Logprobs, path: list[tuple[int, str]], prefix: str, suffix: str,
+    ``path`` holds, for every token the written score spans, its index and
+    the score characters it holds. At each position an alternative token
+    stands for some score characters (a *piece*: a sign and digits at the
+    first position, digits after it) and is *closed* when more characters
+    follow them in the token (the number ends there). The chosen piece
+    continues along the path with its probability as weight; any other piece
+    completes a score (or could start a longer one: ``ambiguous``). Where the
+    characters read so far already form a score, the mass of the next
+    position that is not a digit is the probability that the number ended.
+    """
+
+    def __init__(self, tokens: Logprobs, path: list[tuple[int, str]], prefix: str, closed: bool,
                  scores: Sequence[int]) -> None:
         self.tokens = tokens
-        self.path = path  # (token index, the score characters the chosen token holds)
-        self.prefix = prefix
-        self.suffix = suffix
+        self.path = path
+        self.prefix = prefix.strip()  # what the first token holds before the score (' ', ':', ...)
+        self.closed = closed  # the last token of the score holds more characters after it
         self.strings = {str(s): s for s in scores}
         self.probs: dict[int, float] = {s: 0.0 for s in scores}
         self.ambiguous = 0.0
@@ -125,25 +173,48 @@ class _Reader:
     def _extends(self, piece: str) -> bool:
         return any(s != piece and s.startswith(piece) for s in self.strings)
 
+    def _add(self, full: str, p: float) -> None:
+        if full in self.strings:
+            self.probs[self.strings[full]] += p
+
+    def _piece(self, token: str, first: bool) -> tuple[str, bool] | None:
+        """(score characters, closed) an alternative stands for; None when it stands for none."""
+        t = token
+        if first:
+            t = t.lstrip()
+            if self.prefix and t.startswith(self.prefix):
+                t = t[len(self.prefix):].lstrip()
+        m = (_SIGNED if first else _DIGITS).match(t)
+        piece = m.group() if m else ""
+        closed = len(piece) < len(t)
+        if piece == "" or (piece == "-" and closed):
+            return None
+        return piece, closed
+
     def visit(self, step: int, consumed: str, weight: float) -> None:
         index, chosen = self.path[step]
-        prefix = self.prefix if step == 0 else ""
-        suffix = self.suffix if step == len(self.path) - 1 else ""
-        for token, lp in _alternatives(self.tokens.at(index)):
-            piece = _residual(token, prefix, suffix)
-            if piece is None or (consumed and piece.startswith("-")):
+        last = step == len(self.path) - 1
+        chosen_closed = last and self.closed
+        read = [(self._piece(t, step == 0), math.exp(lp)) for t, lp in _alternatives(self.tokens.at(index))]
+        if step > 0 and consumed in self.strings:  # the number could have ended before this token
+            digits = sum(q for r, q in read if r is not None)
+            self.probs[self.strings[consumed]] += weight * max(1.0 - digits, 0.0)
+        for r, q in read:
+            if r is None:
                 continue
-            p = weight * math.exp(lp)
+            piece, closed = r
+            p = weight * q
             full = consumed + piece
-            if piece == chosen:
-                if step + 1 < len(self.path):
+            if piece == chosen and closed == chosen_closed:
+                if not last:
                     self.visit(step + 1, full, p)
+                elif closed:
+                    self._add(full, p)
                 else:
                     self._end(full, p, index + 1)
             else:
-                if full in self.strings:
-                    self.probs[self.strings[full]] += p
-                if self._extends(full):
+                self._add(full, p)
+                if not closed and self._extends(full):
                     self.ambiguous += p
 
     def _end(self, full: str, p: float, after: int) -> None:
@@ -151,13 +222,15 @@ class _Reader:
         rest = p
         if self._extends(full) and after < len(self.tokens):
             for token, lp in _alternatives(self.tokens.at(after)):
-                if re.fullmatch(r"\d+", token):
+                more = _DIGITS.match(token)
+                if more is not None and more.group():
                     q = p * math.exp(lp)
-                    if full + token in self.strings:
-                        self.probs[self.strings[full + token]] += q
+                    longer = full + more.group()
+                    self._add(longer, q)
+                    if more.group() == token and self._extends(longer):
+                        self.ambiguous += q
                     rest -= q
-        if full in self.strings:
-            self.probs[self.strings[full]] += max(rest, 0.0)
+        self._add(full, max(rest, 0.0))
 
 
 def distribution_from_logprobs(tokens: Logprobs | Sequence[TokenLogprob], scores: Sequence[int],
@@ -165,22 +238,25 @@ def distribution_from_logprobs(tokens: Logprobs | Sequence[TokenLogprob], scores
                                written: int | None = None) -> Distribution | str:
     """Read the score distribution at the score's position inside ``span``, or return why not.
 
-    Only the chosen tokens' text and the alternatives at the score's positions are read.
+    ``span`` is where the parsed JSON object stands in the tokens' text (only
+    its own ``"score"`` key is read); ``written`` is the score the judge
+    wrote there, which the token at that position must spell. Only the chosen
+    tokens' text and the alternatives at the score's positions are read.
     """
     stream = tokens if isinstance(tokens, Logprobs) else Logprobs.of(tokens)
     texts = stream.texts()
     text = "".join(texts)
-    lo, hi = span if span is not None else (0, len(text))
-    matches = list(_SCORE_AT.finditer(text, lo, hi))
-    if not matches:
+    where = _score_digits(text, span)
+    if where is None:
         return "no score in the output to read logprobs at"
-    start, end = matches[-1].start(1), matches[-1].end(1)
+    start, end = where
     if written is not None and int(text[start:end]) != written:
         return (f"the logprobs at the score's position stand for {text[start:end]}, "
                 f"but the judge wrote {written}")
     path: list[tuple[int, str]] = []
     pos = 0
-    prefix = suffix = ""
+    prefix = ""
+    closed = False
     for i, token in enumerate(texts):
         t0, t1 = pos, pos + len(token)
         pos = t1
@@ -191,10 +267,10 @@ def distribution_from_logprobs(tokens: Logprobs | Sequence[TokenLogprob], scores
             prefix = token[: a - t0]
         path.append((i, text[a:b]))
         if b == end:
-            suffix = token[b - t0:]
+            closed = t1 > end
     if not path:
         return "the score is not in the token stream"
-    reader = _Reader(stream, path, prefix, suffix, scores)
+    reader = _Reader(stream, path, prefix, closed, scores)
     reader.visit(0, "", 1.0)
     valid_mass = sum(reader.probs.values())
     if valid_mass <= 1e-12:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from geval_spec.analysis.audit import Audit
 from geval_spec.output.markdown import document, f3
+from geval_spec.output.report import precision_line
 
 MAX_GROUPS_SHOWN = 20
 
@@ -38,7 +39,12 @@ def to_markdown(result: Audit) -> str:
     if z.required is None:
         lines.append(z.method)
     else:
-        lines += [f"to tell {z.alternative} from 0.5: {z.required} cases; the {z.split} split has "
-                  f"{z.available} labelled cases: {'enough' if z.enough else 'NOT enough'}",
+        has = f"{z.available} labelled cases" if z.unit == "cases" else f"{z.available_units} {z.unit}"
+        lines += [f"to tell {z.alternative} from 0.5: {z.required} {z.unit}; the {z.split} split has {has}: "
+                  + (f"enough to tell {z.alternative} from 0.5" if z.enough else
+                     f"NOT enough to tell {z.alternative} from 0.5"),
                   f"method: {z.method}", f"formula: {z.formula}"]
+    line = precision_line(z)
+    if line is not None and z.precision is not None:
+        lines += [line, f"formula: {z.precision.formula}"]
     return document(lines)

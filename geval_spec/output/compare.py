@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from geval_spec.analysis.compare import AgreementDelta, Comparison, Delta
+from geval_spec.analysis.compare import AgreementDelta, Comparison, Delta, DeltaEntry
 from geval_spec.output.markdown import document, f3, md_escape, table
 
 
@@ -13,6 +13,12 @@ def _d(e: Delta | AgreementDelta) -> str:
         return "-"
     ci = f" [{e.ci_low:+.3f}, {e.ci_high:+.3f}]" if e.ci_low is not None and e.ci_high is not None else ""
     return f"{e.difference:+.3f}{ci}"
+
+
+def _n(e: DeltaEntry) -> str:
+    if e.skipped_groups_a is None:
+        return str(e.n)
+    return f"{e.n} (skipped: A {e.skipped_groups_a}, B {e.skipped_groups_b})"
 
 
 def _fenced(lines: list[str], info: str) -> list[str]:
@@ -33,14 +39,21 @@ def to_markdown(c: Comparison) -> str:
               f"{bs.unit}s, seed {bs.seed}) are used for both", ""]
     for w in c.warnings:
         lines += [f"> warning: {md_escape(w)}", ""]
-    verdict = "REGRESSION" if r.regressed else "no significant regression"
-    lines += [f"## Verdict: {verdict}", "", f"{r.metric} at {r.level} level on {r.split}, margin {r.margin}: "
-              f"{md_escape(r.reason)}.", ""]
+    outcome = "exit 1" if r.fails else "exit 0"
+    lines += [f"## Verdict: {r.verdict}" + (" (REGRESSION)" if r.regressed else ""), "",
+              f"{r.metric} at {r.level} level on {r.split}, margin {r.margin}, rule {r.rule} ({outcome}): "
+              f"{md_escape(r.reason)}.", "",
+              f"Only this decides: {r.metric} at {r.level} level on {r.split}. The other intervals below are "
+              "descriptive.", ""]
     lines += ["## Correlation with human scores", "",
               "B - A with a paired bootstrap interval; n counts cases valid on both sides with a human score.", ""]
     lines += table(["split", "level", "n:", "spearman A:", "spearman B:", "B - A:", "pearson B - A:", "kendall B - A:"],
-                   [[split, level, e.n, f3(e.spearman.a), f3(e.spearman.b), _d(e.spearman), _d(e.pearson),
+                   [[split, level, _n(e), f3(e.spearman.a), f3(e.spearman.b), _d(e.spearman), _d(e.pearson),
                      _d(e.kendall)] for split, levels in c.correlation.items() for level, e in levels.items()])
+    if any(e.skipped_groups_a is not None for levels in c.correlation.values() for e in levels.values()):
+        lines += ["", "At group level n counts the groups whose correlation is defined on both sides; A and B are "
+                      "both computed on those groups, and the groups each side skips (a constant side or fewer than "
+                      "two cases) are listed."]
     lines.append("")
     ag = c.agreement
     lines += ["## Agreement with the human label", "", f"A case agrees when it is {ag.definition}.", ""]

@@ -21,14 +21,27 @@ def _header(r: Calibration) -> list[str]:
     return lines
 
 
+RULE_TEXT = {"point": "the value is compared", "lower_bound": "the interval's lower end is compared"}
+
+
 def _gate(r: Calibration) -> list[str]:
     g = r.gate
     verdict = "PASSED" if g.passed else "FAILED"
     ci = f" [{f3(g.ci_low)}, {f3(g.ci_high)}]" if g.ci_low is not None else ""
-    return [f"## Gate: {verdict}", "",
-            f"{g.metric} at {g.level} level on the {g.split} split: {f3(g.value)}{ci} (n = {g.n}), threshold "
-            f"{g.threshold}; validity {f3(g.validity)}, minimum {g.min_validity}.", "", f"{verdict.lower()}: {g.reason}",
-            ""]
+    lines = [f"## Gate: {verdict}", "",
+             f"{g.metric} at {g.level} level on the {g.split} split: {f3(g.value)}{ci} (n = {g.n}), threshold "
+             f"{g.threshold}, rule {g.rule} ({RULE_TEXT.get(g.rule, g.rule)}); validity {f3(g.validity)}, minimum "
+             f"{g.min_validity}.", "", f"{verdict.lower()}: {g.reason}", ""]
+    if g.could_flip:
+        lines += [f"**Could flip with another sample**: the interval{ci} contains the threshold {g.threshold}.", ""]
+    elif g.could_flip is False and g.ci_low is not None and g.ci_high is not None:
+        side = "above" if g.ci_low > g.threshold else "below"
+        lines += [f"The whole interval{ci} lies {side} the threshold {g.threshold}: the verdict is unlikely "
+                  "to flip with another sample of this size.", ""]
+    for note in g.notes:
+        if note.startswith("not judged on unseen data"):
+            lines += [f"> warning: {md_escape(note)}", ""]
+    return lines
 
 
 def _cases(r: Calibration) -> list[str]:
@@ -113,6 +126,25 @@ def _bias(d: Diagnostics) -> list[str]:
     return lines
 
 
+def _scoring(d: Diagnostics) -> list[str]:
+    lines: list[str] = []
+    sm = d.samples
+    if sm:
+        lines += ["### Samples", "",
+                  f"{sm.invalid_samples} of {sm.samples} samples did not parse (invalid-sample rate "
+                  f"{f3(sm.invalid_rate)}) over {sm.judgments} judgments. A case needs {sm.min_valid_samples} "
+                  f"parsed samples (scoring.min_valid_samples); {sm.below_minimum} had fewer and count as invalid.",
+                  ""]
+    lp = d.logprobs
+    if lp:
+        lines += ["### Logprobs", "",
+                  f"Over {lp.judgments} valid judgments: ambiguous mass (alternatives that could start a longer "
+                  f"score, off the path the model took) mean {f3(lp.ambiguous_mass_mean)}, max "
+                  f"{f3(lp.ambiguous_mass_max)}; mass on the scale's scores mean {f3(lp.valid_mass_mean)}, lowest "
+                  f"{f3(lp.valid_mass_min)}.", ""]
+    return lines
+
+
 def _checks(d: Diagnostics) -> list[str]:
     lines: list[str] = []
     lang = d.language
@@ -127,6 +159,7 @@ def _checks(d: Diagnostics) -> list[str]:
                            [[kind, k.cases, k.findings,
                              f"{md_escape(k.examples[0].case_id)}: {md_escape(k.examples[0].message)}"]
                             for kind, k in lang.kinds.items()]) + [""]
+    lines += _scoring(d)
     pm = d.pass_mark
     if pm:
         lines += ["### Accuracy at the pass mark", "",
@@ -138,27 +171,81 @@ def _checks(d: Diagnostics) -> list[str]:
     return lines
 
 
+def _has(ss: SampleSize) -> str:
+    return f"{ss.available} usable cases" if ss.unit == "cases" else f"{ss.available_units} {ss.unit} with usable cases"
+
+
+def precision_line(ss: SampleSize) -> str | None:
+    """What the split is enough for in precision: the interval half-width it allows at the value seen."""
+    p = ss.precision
+    if p is None:
+        return None
+    at = f"the observed {ss.metric} {p.at:.3f}" if p.at_source == "observed" else f"{ss.metric} {p.at} (the threshold)"
+    if p.required is None:
+        return f"An interval half-width of {p.halfwidth} at {at} cannot be planned with Fisher z."
+    return (f"For a {p.conf:.0%} interval of half-width {p.halfwidth} at {at}: {p.required} {ss.unit}; "
+            f"the {ss.split} split's {ss.available_units} are " + ("enough" if p.enough else "not enough")
+            + " for that precision.")
+
+
 def sample_size_lines(ss: SampleSize) -> list[str]:
     lines = ["## Sample size", ""]
     if ss.required is None:
-        return lines + [ss.method, ""]
-    return lines + [f"To tell {ss.alternative} from 0.5: {ss.required} cases ({ss.method}).",
-                    f"The {ss.split} split has {ss.available} usable cases: "
-                    + ("enough." if ss.enough else "**not enough**; the gate's verdict is fragile."), "",
-                    f"Formula: `{ss.formula}`", ""]
+        lines += [ss.method, ""]
+    else:
+        lines += [f"To tell {ss.alternative} from 0.5: {ss.required} {ss.unit} ({ss.method}).",
+                  f"The {ss.split} split has {_has(ss)}: "
+                  + (f"enough to tell {ss.alternative} from 0.5." if ss.enough else
+                     f"**not enough** to tell {ss.alternative} from 0.5; the gate's verdict is fragile."), "",
+                  f"Formula: `{ss.formula}`", ""]
+    line = precision_line(ss)
+    if line is not None and ss.precision is not None:
+        lines += [line, "", f"Formula: `{ss.precision.formula}`", ""]
+    return lines
+
+
+def _mark(s: SweepBlock, t: float) -> str:
+    if t == s.chosen_temperature:
+        return " (chosen)"
+    if t == s.best_temperature:
+        return " (best)"
+    return " (spec)" if t == s.spec_temperature else ""
+
+
+def _choice(s: SweepBlock) -> str:
+    """How the temperature was chosen: the range over the grid next to the dev interval, and the paired difference."""
+    own, d = s.dev_at_spec, s.best_minus_spec
+    width = (f" ({own.ci_high - own.ci_low:.3f} wide)" if own.ci_low is not None and own.ci_high is not None
+             else "")
+    text = ""
+    if s.dev_range is not None:
+        lo, hi = s.dev_range
+        text = (f"Dev values range from {f3(lo)} to {f3(hi)} ({hi - lo:.3f}) over the temperatures; "
+                f"at the spec's T = {s.spec_temperature} dev is {est_md(own)}{width}. ")
+    if s.told_apart is None:
+        if s.best_temperature == s.spec_temperature:
+            return text + "The best on dev is the spec's own temperature."
+        return text + f"The spec's T = {s.spec_temperature} gives no correlation on dev; the best is chosen."
+    diff = (f"{d.value:+.3f} [{d.ci_low:+.3f}, {d.ci_high:+.3f}]"
+            if d is not None and d.value is not None and d.ci_low is not None and d.ci_high is not None else "-")
+    text += (f"Best on dev (T = {s.best_temperature}) minus the spec's: {diff}, paired bootstrap on dev: ")
+    if s.told_apart:
+        return text + "the interval lies above 0, so the best is chosen."
+    return text + f"the temperatures cannot be told apart on dev, so the spec's T = {s.spec_temperature} is kept."
 
 
 def sweep_markdown(s: SweepBlock) -> list[str]:
-    lines = [f"{s.metric} at {s.level} level on dev for each temperature; the best one is chosen on dev and "
-             "only then measured on test.", ""]
+    lines = [f"{s.metric} at {s.level} level on dev for each temperature. The spec's temperature is kept unless the "
+             "best one on dev beats it with a paired bootstrap interval above 0; the chosen temperature is then "
+             f"measured on {s.measured_on}, which shares no case with dev.", ""]
     lines += table(["T:", "p:", "dev:", "dev n:"], [
-        [f"{row.temperature:.2f}", f3(row.p), f3(row.dev) + (" (chosen)" if row.temperature == s.chosen_temperature
-                                                             else ""), row.dev_n]
-        for row in s.grid])
-    lines.append("")
+        [f"{row.temperature:.2f}", f3(row.p), f3(row.dev) + _mark(s, row.temperature), row.dev_n] for row in s.grid])
+    lines += ["", _choice(s), ""]
     t = s.test
     if t:
         lines.append(f"Chosen T = {s.chosen_temperature}: {s.metric} on {t.split} {est_md(t)} (n = {t.n}).")
+    elif s.chosen_temperature is not None:
+        lines.append(f"Chosen T = {s.chosen_temperature}: not measured, the {s.measured_on} split has no cases.")
     else:
         lines.append("No temperature gives a defined correlation on dev.")
     return lines

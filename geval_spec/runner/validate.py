@@ -17,6 +17,7 @@ from geval_spec.dataset.splits import assign_splits, audit
 from geval_spec.errors import DataError, GevalError, InputError, Problem, RefError, SpecError, TemplateError
 from geval_spec.judge.render import prefix_share, renderer_for
 from geval_spec.judge.requests import Plan, prepare_requests
+from geval_spec.spec.checks import CASE_RESAMPLING
 from geval_spec.spec.load import ParsedSpec, load_spec
 from geval_spec.spec.project import Project, SpecSource
 
@@ -48,6 +49,8 @@ def deep_check(parsed: ParsedSpec) -> tuple[Dataset, list[Problem]]:
         if spec.calibration.split in report.missing_splits:
             warnings.append(parsed.key_problem(("calibration", "split"),
                                                f"split {spec.calibration.split!r} has no cases", severity="warning"))
+    if spec.bootstrap.unit == "case" and any(c.group is not None for c in dataset.cases):
+        warnings.append(parsed.key_problem(("bootstrap", "unit"), CASE_RESAMPLING, severity="warning"))
     unlabelled = sum(1 for c in dataset.cases if c.human_mean is None)
     if unlabelled:
         warnings.append(parsed.key_problem(("data", "human"), f"{unlabelled} case(s) have no human score",

@@ -1,0 +1,129 @@
+"""Logprob scoring: where the distribution is read, scores written as several tokens, expected_score's keys.
+
+Each test builds the tokens a provider returns (the chosen token, its log
+probability and the top alternatives) and checks the judgment made from them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from geval_spec import expected_score
+from geval_spec.judge.scoring import judge_scores
+from geval_spec.judge.types import Choice, TokenLogprob
+
+LN = math.log
+
+
+def tok(token: str, p: float = 1.0, *alternatives: tuple[str, float]) -> TokenLogprob:
+    """A chosen token with probability p and its alternatives (token, probability)."""
+    top = ((token, LN(p)),) + tuple((t, LN(q)) for t, q in alternatives)
+    return TokenLogprob(token=token, logprob=LN(p), top=top)
+
+
+def judged(tokens: list[TokenLogprob], scale: range):
+    text = "".join(t.token for t in tokens)
+    return judge_scores(list(scale), "logprobs", "c1", "j", [Choice(text=text, logprobs=tuple(tokens))])
+
+
+HEAD = '{"reasoning": "r", "errors": [], "score": '
+
+
+# -- 1. the score is read inside the JSON object that was parsed --------------------------------
+def test_score_read_outside_the_parsed_output_is_never_used():
+    """A trailing '"score": 2' after the object that was parsed used to be read: 4 written, 1.9 scored."""
+    tokens = [tok(HEAD), tok("4", 0.9, ("3", 0.1)), tok("}"),
+              tok(' Note: "score": '), tok("2", 0.9, ("1", 0.1)), tok(" if strict.")]
+    j = judged(tokens, range(1, 6))
+    assert j.valid and j.details.written_score == 4
+    assert j.score == pytest.approx(3.9)
+
+
+def test_score_read_outside_the_parsed_output_when_the_token_disagrees_is_invalid():
+    """The token at the score's position must decode to the score the judge wrote."""
+    tokens = [tok(HEAD), tok("3", 0.8, ("4", 0.2)), tok("}")]
+    choice = Choice(text=HEAD + "4}", logprobs=tuple(tokens))  # the text says 4, the token stream says 3
+    j = judge_scores([1, 2, 3, 4, 5], "logprobs", "c1", "j", [choice])
+    assert not j.valid and j.score is None
+    assert j.reason == "the logprobs at the score's position stand for 3, but the judge wrote 4"
+
+
+def test_score_read_outside_the_parsed_output_with_zero_probability_is_invalid():
+    """A written score with probability 0 cannot be the weight of its own judgment."""
+    zero = TokenLogprob(token="4", logprob=-9999.0, top=(("3", LN(0.7)), ("5", LN(0.3))))
+    j = judged([tok(HEAD), zero, tok("}")], range(1, 6))
+    assert not j.valid and j.reason == "the written score 4 has probability 0 in the logprobs"
+
+
+def test_score_read_outside_the_parsed_output_skips_nested_objects():
+    """Only the object's own "score" key counts, not one in a nested object after it."""
+    tokens = [tok(HEAD), tok("4", 0.9, ("3", 0.1)), tok(', "meta": {"score": '), tok("2", 0.9, ("1", 0.1)),
+              tok("}}")]
+    j = judged(tokens, range(1, 6))
+    assert j.valid and j.score == pytest.approx(3.9)
+
+
+def test_score_read_outside_the_parsed_output_in_a_fenced_block():
+    tokens = [tok("```json\n" + HEAD), tok("5", 0.5, ("4", 0.5)), tok("}\n```"), tok(' "score": '), tok("1")]
+    j = judged(tokens, range(1, 6))
+    assert j.valid and j.score == pytest.approx(4.5)
+
+
+# -- 2. negative scales: a sign written as its own token ------------------------------------------
+def test_negative_scale_sign_token_chain_rule():
+    """-1 on -2..2 written as '-' + '1' used to be read at the sign's position: 0.5, valid."""
+    tokens = [tok(HEAD), tok("-", 0.8, ("0", 0.1), ("1", 0.1)), tok("1", 0.75, ("2", 0.25)), tok("}")]
+    j = judged(tokens, range(-2, 3))
+    assert j.valid and j.details.written_score == -1
+    # p(-1) = 0.8 * 0.75, p(-2) = 0.8 * 0.25, p(0) = p(1) = 0.1
+    assert j.distribution == pytest.approx({-2: 0.2, -1: 0.6, 0: 0.1, 1: 0.1, 2: 0.0})
+    assert j.score == pytest.approx(-0.9)
+
+
+def test_negative_scale_sign_token_chain_rule_two_digits():
+    """-10 on -10..10 as '-', '1', '0': p(-10) = p(-) p(1|-) p(0|-1); ending after '-1' is p(-1)."""
+    tokens = [tok(HEAD), tok("-", 0.8, ("1", 0.1), ("0", 0.1)), tok("1", 0.7, ("5", 0.3)),
+              tok("0", 0.6, ("}", 0.4)), tok("}")]
+    j = judged(tokens, range(-10, 11))
+    d = j.distribution
+    assert j.valid and j.details.written_score == -10
+    assert d[-10] == pytest.approx(0.8 * 0.7 * 0.6)
+    assert d[-1] == pytest.approx(0.8 * 0.7 * 0.4)  # the number could have ended after '-1'
+    assert d[-5] == pytest.approx(0.8 * 0.3)
+    assert d[1] == pytest.approx(0.1) and d[0] == pytest.approx(0.1)
+    assert sum(d.values()) == pytest.approx(1.0)
+    assert j.details.ambiguous_mass == pytest.approx(0.1)  # '1' at the sign's position could start 10
+
+
+def test_negative_scale_sign_token_chain_rule_alternative_sign_and_digits():
+    """The written score 3 as one token: a lone '-' alternative is a negative score of unknown digits."""
+    tokens = [tok(HEAD), tok("3", 0.6, ("-", 0.3), ("-2", 0.1)), tok("}")]
+    j = judged(tokens, range(-5, 6))
+    assert j.valid
+    assert j.distribution[3] == pytest.approx(0.6 / 0.7) and j.distribution[-2] == pytest.approx(0.1 / 0.7)
+    assert j.valid_mass == pytest.approx(0.7) and j.details.ambiguous_mass == pytest.approx(0.3)
+
+
+def test_negative_scale_sign_token_chain_rule_merged_continuation():
+    """A continuation alternative merged with what follows ('0}') still extends the number."""
+    tokens = [tok(HEAD), tok("1", 0.9, ("2", 0.1)), tok("}", 0.5, ("0}", 0.5))]
+    j = judged(tokens, range(1, 11))
+    assert j.valid and j.distribution[10] == pytest.approx(0.45) and j.distribution[1] == pytest.approx(0.45)
+
+
+# -- 3. expected_score's keys ---------------------------------------------------------------------
+def test_expected_score_raw_token_keys_add_up():
+    """' 4' and '4' are the same score: their probabilities add (the later key used to replace the earlier)."""
+    value = expected_score({" 4": -0.2, "4": -1.0, "5": -0.9})
+    p4, p5 = math.exp(-0.2) + math.exp(-1.0), math.exp(-0.9)
+    assert value == pytest.approx((4 * p4 + 5 * p5) / (p4 + p5))
+    assert round(value, 3) == 4.255
+
+
+def test_expected_score_raw_token_keys_off_the_scale_are_an_error():
+    with pytest.raises(ValueError, match="'4.'"):
+        expected_score({"4.": -0.2, "5": -0.9})
+    with pytest.raises(ValueError, match="'7'"):
+        expected_score({"7": -0.2, "5": -0.9}, range(1, 6))

@@ -138,3 +138,30 @@ def test_pipe_into_head(replayed, command):
     # 141 when the pipe was found closed; the whole output may also fit in the pipe before head exits (report's
     # gate then fails: 1). Never a traceback.
     assert status in ("status 141", "status 0", "status 1") and proc.stderr == "", proc.stderr
+
+
+def test_model_supplies_the_judge_of_a_spec_that_has_none(tmp_path):
+    from e2e_helpers import make_project
+    from openai_server import FakeOpenAI, ServerConfig
+
+    with FakeOpenAI(ServerConfig()) as srv:
+        root = make_project(tmp_path, srv.base_url, n=6, client="openai-http")
+        spec = root / "specs" / "demo.yaml"
+        text = spec.read_text()
+        start = text.index("judge:\n")
+        end = text.index("data:\n")
+        spec.write_text(text[:start] + text[end:])
+        res = cli("validate", cwd=root)
+        assert res.code == 0 and "warning: no judge: run needs --model" in res.out + res.err
+        res = cli("run", "demo", cwd=root)
+        assert res.code == 2 and "names no judge: give --model" in res.err and srv.state.total == 0
+        # the model string reaches the local server through litellm's openai/ convention and OPENAI_API_BASE
+        os.environ["OPENAI_API_BASE"] = srv.base_url
+        try:
+            res = cli("run", "demo", "--model", "openai/judge-small", cwd=root)
+        finally:
+            del os.environ["OPENAI_API_BASE"]
+        assert res.code in (0, 1), res.err
+        assert srv.state.total == 6 and all(b["top_logprobs"] == 20 for b in srv.state.bodies)
+        assert "judge(s) openai/judge-small" in cli("run", "demo", "--model", "openai/judge-small", "--dry-run",
+                                                    cwd=root).out

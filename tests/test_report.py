@@ -204,7 +204,7 @@ def test_audit(tmp_path):
         " 4: {description: d}, 5: {description: e}}}\nscoring: {method: direct}\njudge: {model: openai/x}\n"
         "data: {path: data/c.jsonl, id: id, group: doc, fields: {source: src, candidate: cand}, human: [r1, r2, r3]}\n"
         "split: {field: split}\ncalibration: {split: test, threshold: 0.8}\n")
-    res = cli("audit", "a", "--format", "json", cwd=tmp_path)
+    res = cli("audit", "a", "--format", "json", "--out", "-", cwd=tmp_path)
     assert res.code == 0, res.err
     a = json.loads(res.out)
     assert a["splits"]["counts"] == {"examples": 0, "dev": 20, "test": 20}
@@ -212,7 +212,7 @@ def test_audit(tmp_path):
     assert a["agreement"]["raters"] == ["r1", "r2", "r3"] and 0.8 < a["agreement"]["alpha_interval"] < 1
     assert a["sample_size"]["required"] == 38 and a["sample_size"]["available"] == 20
     assert a["sample_size"]["enough"] is False
-    md = cli("audit", "a", cwd=tmp_path)
+    md = cli("audit", "a", "--out", "-", cwd=tmp_path)
     assert "d1: dev, test" in md.out and "Krippendorff" in md.out and "NOT enough" in md.out
     val = cli("validate", "a", cwd=tmp_path)
     assert val.code == 0 and "source group 'd1' spans splits dev, test" in val.err
@@ -244,11 +244,11 @@ def test_sweep_leakage_chosen_temperature_is_measured_on_test_when_the_gate_is_o
     db = str(tmp_path / "r.duckdb")
     assert cli("import", "summeval-consistency", "specs/data/tcva/summeval-consistency.verdicts.jsonl", "--db", db,
                cwd=tmp_path).code == 0
-    res = cli("sweep", "summeval-consistency", "--format", "json", "--db", db, cwd=tmp_path)
+    res = cli("sweep", "summeval-consistency", "--format", "json", "--db", db, "--out", "-", cwd=tmp_path)
     assert res.code == 0, res.err
     s = json.loads(res.out)
     assert s["test"]["split"] == "test" and s["test"]["n"] == 92 and s["measured_on"] == "test"
-    md = cli("sweep", "summeval-consistency", "--db", db, cwd=tmp_path).out
+    md = cli("sweep", "summeval-consistency", "--db", db, "--out", "-", cwd=tmp_path).out
     assert "the chosen temperature is then measured on test, which shares no case with dev" in md
     r = json.loads(cli("report", "summeval-consistency", "--format", "json", "--out", "-", "--db", db,
                        cwd=tmp_path).out)
@@ -270,7 +270,7 @@ def test_sweep_leakage_validate_warns_when_the_gate_is_on_all_with_splits(tmp_pa
 def test_sweep_ties_keep_the_spec_temperature(summeval):
     """Dev values 0.630-0.636 within a dev interval 0.31 wide: T = 0.1 used to be chosen silently."""
     db, run_id = summeval
-    res = cli("sweep", run_id, "--format", "json", "--db", str(db))
+    res = cli("sweep", run_id, "--format", "json", "--db", str(db), "--out", "-")
     assert res.code == 0, res.err
     s = json.loads(res.out)
     assert s["chosen_temperature"] == 0.5 and s["told_apart"] is False
@@ -279,7 +279,7 @@ def test_sweep_ties_keep_the_spec_temperature(summeval):
     d = s["best_minus_spec"]
     assert d["ci_low"] <= 0 < d["value"] < s["dev_at_spec"]["ci_high"] - s["dev_at_spec"]["ci_low"]
     assert s["test"]["value"] == json.loads(report(db, run_id, "json").out)["gate"]["value"]  # measured at T = 0.5
-    md = cli("sweep", run_id, "--db", str(db)).out
+    md = cli("sweep", run_id, "--db", str(db), "--out", "-").out
     assert "Dev values range from 0.630 to 0.636 (0.006) over the temperatures" in md
     assert "the temperatures cannot be told apart on dev, so the spec's T = 0.5 is kept" in md
     assert "| 0.50 | 1.000 | 0.633 (chosen) | 77 |" in md and "| 0.10 | -8.000 | 0.636 (best) | 77 |" in md
@@ -304,7 +304,7 @@ def test_sweep_ties_a_clear_winner_is_chosen(tmp_path):
                   "test: 0.5}, seed: 1}\ncalibration: {split: test}\nbootstrap: {draws: 500, seed: 1}\n",
                   method="verdicts")
     run_id = import_lines(tmp_path, lines, "v")
-    s = json.loads(cli("sweep", run_id, "--format", "json", cwd=tmp_path).out)
+    s = json.loads(cli("sweep", run_id, "--format", "json", "--out", "-", cwd=tmp_path).out)
     assert s["best_temperature"] == 0.1 and s["told_apart"] is True and s["chosen_temperature"] == 0.1
     assert s["best_minus_spec"]["ci_low"] > 0 and s["test"]["split"] == "test"
 

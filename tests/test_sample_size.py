@@ -18,7 +18,7 @@ from geval_spec.analysis.samplesize import required_n
 def _audit(tmp_path, calibration: str) -> dict:
     rows = [{"id": f"c{i}", "doc": f"d{i // 4}", "sys": f"s{i % 5}", "human": 1 + i % 5} for i in range(200)]
     write_project(tmp_path, rows, f"calibration: {calibration}\n", system=True)
-    res = cli("audit", "p", "--format", "json", cwd=tmp_path)
+    res = cli("audit", "p", "--format", "json", "--out", "-", cwd=tmp_path)
     assert res.code == 0, res.err
     return json.loads(res.out)["sample_size"]
 
@@ -28,7 +28,7 @@ def test_sample_size_at_system_level_counts_systems(tmp_path):
     ss = _audit(tmp_path, "{level: system, threshold: 0.8}")
     assert ss["required"] == 38 and ss["enough"] is False
     assert ss["unit"] == "systems" and ss["available_units"] == 5 and ss["available"] == 200
-    md = cli("audit", "p", cwd=tmp_path).out
+    md = cli("audit", "p", "--out", "-", cwd=tmp_path).out
     assert "38 systems; the all split has 5 systems: NOT enough to tell 0.8 from 0.5" in md
 
 
@@ -95,6 +95,6 @@ def test_sample_size_halfwidth_option_plans_for_the_chosen_precision(tmp_path):
                                "required": 72, "enough": True,
                                "formula": "n = 3 + (1 + r^2/2) * (z_(1-a/2) / h)^2, h = (atanh(w) + asinh(w * "
                                           "cosh(2 atanh(r)) / sqrt(1 - w^2))) / 2"}
-    res = cli("audit", "p", "--format", "json", "--halfwidth", "0.05", cwd=tmp_path)
+    res = cli("audit", "p", "--format", "json", "--halfwidth", "0.05", "--out", "-", cwd=tmp_path)
     p = json.loads(res.out)["sample_size"]["precision"]
     assert p["halfwidth"] == 0.05 and p["required"] == halfwidth_n(0.8, 0.05) == 269 and p["enough"] is False

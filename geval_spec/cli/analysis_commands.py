@@ -82,26 +82,46 @@ def report(
 def sweep(
     what: str = typer.Argument(..., metavar="RUN|REF", help="A run id or a spec REF."),
     fmt: Literal["md", "json"] = typer.Option("md", "--format", help="md or json."),
+    out: Optional[Path] = typer.Option(None, "--out", help=OUT_HELP.format(name="sweep.<ext>")),
     db: Optional[Path] = typer.Option(None, "--db", help=DB_HELP),
 ) -> int:
-    """TCVA temperature sweep from stored verdicts: choose on dev, report on test. Sends nothing."""
+    """TCVA temperature sweep from stored verdicts: choose on dev, report on test. Sends nothing.
+
+    \b
+    Examples:
+      geval-spec sweep summeval-consistency
+      geval-spec sweep summeval-consistency --format json --out -
+
+    \b
+    Exit codes:
+      0  written (or printed with --out -)
+      2  no stored run, or a spec not using scoring.method verdicts
+    """
     import json
 
     from geval_spec.analysis.resolve import load
     from geval_spec.analysis.sweep import sweep_report
+    from geval_spec.files import prepare_output
     from geval_spec.output.report import sweep_markdown
     from geval_spec.store.db import Store
 
+    if out is not None and str(out) != "-":
+        prepare_output(out, "sweep")
+    proj = project()
     with Store.open_existing(db_path(db)) as store:
-        loaded = load(store, project(), what)
+        loaded = load(store, proj, what)
+    default = proj.root / "reports" / loaded.source.spec.name / f"sweep.{fmt}"
+    if out is None:
+        prepare_output(default, "sweep")
     result = sweep_report(loaded)
     if fmt == "json":
-        echo(json.dumps(result.model_dump(mode="json"), indent=2))
-        return EXIT_OK
-    echo(f"# TCVA temperature sweep: {result.spec}, run {result.run}")
-    echo("")
-    for line in sweep_markdown(result.block):
-        echo(line)
+        text = json.dumps(result.model_dump(mode="json"), indent=2) + "\n"
+    else:
+        text = "\n".join([f"# TCVA temperature sweep: {result.spec}, run {result.run}", "",
+                          *sweep_markdown(result.block)]) + "\n"
+    written = write_out(text, out, default)
+    if written is not None:
+        echo(f"wrote {written}")
     return EXIT_OK
 
 
@@ -153,18 +173,37 @@ def compare(
 def audit(
     ref: str = typer.Argument(..., help="A spec REF."),
     fmt: Literal["md", "json"] = typer.Option("md", "--format", help="md or json."),
+    out: Optional[Path] = typer.Option(None, "--out", help=OUT_HELP.format(name="audit.<ext>")),
     halfwidth: float = typer.Option(0.1, "--halfwidth", min=0.01, max=0.99, help=HALFWIDTH_HELP),
 ) -> int:
-    """Splits (leakage), human agreement and sample size of a spec's data; needs no judge."""
-    import sys
+    """Splits (leakage), human agreement and sample size of a spec's data; needs no judge.
 
+    \b
+    Examples:
+      geval-spec audit summary-consistency
+      geval-spec audit summary-consistency --format json --out - | jq .sample_size
+
+    \b
+    Exit codes:
+      0  written (or printed with --out -); findings are reported, not failed on
+      2  invalid spec or data
+    """
     from geval_spec.analysis.audit import audit as run_audit
     from geval_spec.dataset.cases import read_cases
+    from geval_spec.files import prepare_output
     from geval_spec.output.audit import to_markdown
     from geval_spec.output.jsonout import to_json
     from geval_spec.spec.load import load_spec
 
-    parsed = load_spec(project().resolve(ref))
+    if out is not None and str(out) != "-":
+        prepare_output(out, "audit")
+    proj = project()
+    parsed = load_spec(proj.resolve(ref))
+    default = proj.root / "reports" / parsed.name / f"audit.{fmt}"
+    if out is None:
+        prepare_output(default, "audit")
     result = run_audit(parsed.spec, read_cases(parsed), halfwidth=halfwidth)
-    sys.stdout.write(to_json(result) if fmt == "json" else to_markdown(result))
+    written = write_out(to_json(result) if fmt == "json" else to_markdown(result), out, default)
+    if written is not None:
+        echo(f"wrote {written}")
     return EXIT_OK

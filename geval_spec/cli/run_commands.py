@@ -23,9 +23,10 @@ def fmt_cost(cost: float | None) -> str:
     return f"${cost:,.4f}"
 
 
-def print_dry_run(parsed: ParsedSpec, d: DryRun) -> None:
+def print_dry_run(parsed: ParsedSpec, d: DryRun, model: str | None = None) -> None:
     s = parsed.spec
-    echo(f"dry run: {s.name} v{s.version}, judge(s) {', '.join(j.label for j in s.panel)}; nothing was sent")
+    judges = model or ", ".join(j.label for j in s.panel)
+    echo(f"dry run: {s.name} v{s.version}, judge(s) {judges}; nothing was sent")
     echo(f"  cases          {d.cases}")
     echo(f"  requests       {d.requests} ({d.to_send} to send, {d.cached} already answered)")
     unit = "o200k_base tokens" if d.exact_tokens else "tokens, estimated at 4 characters each"
@@ -146,7 +147,7 @@ def _run(ref: str, options: RunOptions, junit: Path | None) -> int:
     with ProgressView(parsed.name) as view:
         result = execute_run(parsed, options, on_progress=view.update, on_event=echo_err)
     if isinstance(result, DryRun):
-        print_dry_run(parsed, result)
+        print_dry_run(parsed, result, options.model)
         return EXIT_OK
     if options.shard is not None:
         k, n = options.shard

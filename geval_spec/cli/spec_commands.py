@@ -265,7 +265,7 @@ def render(
         return EXIT_OK
     s = shown.parsed.spec
     echo(f"# {s.name} v{s.version} | case {shown.case_id} | {len(requests)} request(s) | "
-         f"judge(s): {', '.join(j.label for j in s.panel)}")
+         f"judge(s): {', '.join(j.label for j in s.panel) or 'none yet (run --model gives one)'}")
     share = 100.0 * shown.static_tokens / shown.total_tokens if shown.total_tokens else 0.0
     echo(f"# static prefix: {shown.static_tokens} of {shown.total_tokens} prompt tokens ({share:.1f}%), "
          "identical for every case")

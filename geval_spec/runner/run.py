@@ -137,12 +137,26 @@ def run_id_for(spec: tuple[str, int], judging_fp: str, analysis_fp: str, data_sh
 
 
 def panel_for(parsed: ParsedSpec, model: str | None) -> tuple[Judge, ...]:
+    """The spec's judges; ``--model`` replaces a one-judge spec's model or supplies a judge-less spec's judge.
+
+    A supplied judge has the defaults of the judge keys, with what the scoring method needs: 20 top
+    logprobs for ``logprobs``, temperature 1 for ``samples``.
+    """
     panel = parsed.spec.panel
     if model is None:
+        if not panel:
+            raise InputError(problems=[parsed.key_problem(
+                (), "this spec names no judge: give --model (a litellm model string, e.g. openai/gpt-4.1-mini)"
+            ).with_hint("or add judge: {model: ...} to the spec")])
         return panel
     if len(panel) > 1:
         raise InputError(problems=[Problem("--model replaces the judge of a one-judge spec; this spec has a panel",
                                            hint="edit judges: in the spec instead")])
+    if not panel:
+        scoring = parsed.spec.scoring
+        uses = {scoring.method, scoring.fallback}
+        return (Judge(model=model, top_logprobs=20 if "logprobs" in uses else None,
+                      temperature=1.0 if "samples" in uses else 0.0),)
     return (panel[0].model_copy(update={"model": model, "name": None}),)
 
 

@@ -30,7 +30,8 @@ def _judges(spec: Spec, doc: YamlDocument) -> list[Problem]:
     out: list[Problem] = []
     p = doc.problem
     if spec.judge is None and not spec.judges:
-        out.append(p((), "missing judge: give 'judge' (one model) or 'judges' (a panel)", prefer_key=True))
+        out.append(p((), "no judge: run needs --model (a litellm model string), or give 'judge' (one model) or "
+                     "'judges' (a panel)", severity="warning", prefer_key=True))
     if spec.judge is not None and spec.judges:
         out.append(p(("judges",), "give either 'judge' or 'judges', not both", prefer_key=True))
     if spec.judges:

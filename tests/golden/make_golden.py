@@ -85,12 +85,12 @@ def make(out: Path) -> None:
         (out / "demo-report-t09.md").write_text(
             _cli(proj, "report", demo, "--temperature", "0.9", "--out", "-", "--db", db), encoding="utf-8")
         for ext in ("md", "json"):
-            (out / f"demo-sweep.{ext}").write_text(_cli(proj, "sweep", demo, "--format", ext, "--db", db),
-                                                   encoding="utf-8")
+            (out / f"demo-sweep.{ext}").write_text(
+                _cli(proj, "sweep", demo, "--format", ext, "--db", db, "--out", "-"), encoding="utf-8")
         for name in AUDITED:
             for ext in ("md", "json"):
-                (out / f"{name}-audit.{ext}").write_text(_cli(proj, "audit", name, "--format", ext),
-                                                         encoding="utf-8")
+                (out / f"{name}-audit.{ext}").write_text(
+                    _cli(proj, "audit", name, "--format", ext, "--out", "-"), encoding="utf-8")
         spec = proj / "specs" / "summeval-consistency.yaml"
         spec.write_text(spec.read_text(encoding="utf-8").replace("version: 1", "version: 2")
                         .replace("temperature: 0.5", "temperature: 0.7"), encoding="utf-8")

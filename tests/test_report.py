@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -113,9 +114,21 @@ def test_html_is_self_contained_and_escapes_case_text(tmp_path):
     assert "http://" not in out and "https://" not in out and "@import" not in out
     assert not re.search(r"url\(\s*['\"]?[^#'\"\s]", out)  # only in-page references like url(#clip)
     assert out.count("<svg") >= 3
+    assert out.index('class="gate') < out.index("<svg") < out.index("<table")  # verdict, then plots, then tables
     html_file = tmp_path / "report.html"
     html_file.write_text(out)
-    screenshot(html_file, tmp_path / "shot.png")
+    pixels = screenshot(html_file, tmp_path / "shot.png")
+    # looked at, not only measured: the coloured verdict sits at the top of the page, and the scatter's
+    # translucent dots (dev blue, test red, or the grey of a spec without splits) appear in the first screen
+    import numpy as np
+
+    banner = pixels[:260]
+    passed_green = np.all(np.abs(banner - np.array([0x2E, 0x7D, 0x32]) / 255) < 0.04, axis=-1).any()
+    failed_red = np.all(np.abs(banner - np.array([0xC6, 0x28, 0x28]) / 255) < 0.04, axis=-1).any()
+    assert passed_green or failed_red, "no coloured gate verdict at the top of the page"
+    first_screen = pixels[:1100]
+    tinted = (first_screen.max(axis=-1) - first_screen.min(axis=-1)) > 0.15
+    assert tinted.mean() > 0.0005, "no plot colours in the first screen"
 
 
 def external_loads(page: str) -> tuple[set[str], list[str]]:
@@ -147,7 +160,8 @@ def chromium() -> str | None:
     return None
 
 
-def screenshot(html_file: Path, png: Path) -> None:
+def screenshot(html_file: Path, png: Path) -> Any:
+    """A headless Chromium screenshot of the page, as an RGB array (rows from the top)."""
     browser = chromium()
     if browser is None:
         if os.environ.get("GEVAL_REQUIRE_CHROMIUM"):
@@ -165,6 +179,7 @@ def screenshot(html_file: Path, png: Path) -> None:
     dark = (pixels < 0.5).any(axis=2).mean()
     colours = len(np.unique((pixels * 255).astype(np.uint8).reshape(-1, 3)[::97], axis=0))
     assert dark > 0.005 and colours > 20, (dark, colours)  # text and plots, not a blank page
+    return pixels
 
 
 def test_reaggregation_and_sweep_send_nothing(tmp_path):

@@ -13,10 +13,13 @@ Confidence intervals come from a percentile bootstrap that resamples the
 spec's unit (whole groups by default, or cases) with
 ``np.random.default_rng(seed)`` and ``rng.integers(0, U, size=(draws, U))``
 drawn in chunks. A resample is a weight per case (how often its unit was
-drawn), so every statistic is computed from weights without copying the data:
-weighted average ranks for Spearman, weighted moments for Pearson. Kendall's
-tau is computed on the materialised resample. Group level always resamples
-groups (resampling cases would change the correlations inside a group).
+drawn), so every statistic is computed from a chunk of weight rows at once,
+exactly and without copying the data (:mod:`geval_spec.analysis.fastcorr`:
+the same values as scipy's pearsonr, spearmanr and kendalltau on the
+materialised resample). Per-group and per-system correlations go through the
+row-wise functions of :mod:`geval_spec.analysis.fastcorr_rows`. Group level
+always resamples groups (resampling cases would change the correlations
+inside a group).
 Resamples where the statistic is undefined (a constant side) are dropped and
 counted.
 """
@@ -30,7 +33,11 @@ from typing import Any, Sequence
 import numpy as np
 import numpy.typing as npt
 
+from geval_spec.analysis.fastcorr import WeightedPairs
+from geval_spec.analysis.fastcorr_rows import group_correlations, rowwise_kendall, rowwise_pearson, rowwise_spearman
+
 Array = npt.NDArray[Any]
+ROWWISE = {"pearson": rowwise_pearson, "spearman": rowwise_spearman, "kendall": rowwise_kendall}
 
 METRICS = ("spearman", "pearson", "kendall")
 LEVELS = ("dataset", "group", "system")
@@ -54,7 +61,8 @@ def correlation(x: npt.ArrayLike, y: npt.ArrayLike, metric: str) -> float:
     (average ranks, moments; equal to scipy's spearmanr and pearsonr, which a
     test checks), so points and intervals come from one implementation and
     the gate at the end of ``run`` does not wait for scipy to import.
-    Kendall's tau is scipy's ``kendalltau`` (tau-b).
+    Kendall's tau-b is fastcorr's exact integer computation (equal to scipy's
+    ``kendalltau``).
     """
     x = np.asarray(x, dtype=float)
     y = np.asarray(y, dtype=float)
@@ -66,9 +74,7 @@ def correlation(x: npt.ArrayLike, y: npt.ArrayLike, metric: str) -> float:
     if metric == "pearson":
         return _weighted_pearson(x, y, ones)
     if metric == "kendall":
-        from scipy import stats
-
-        return float(stats.kendalltau(x, y).statistic)
+        return float(WeightedPairs(x, y).kendall(np.ones((1, x.size), dtype=np.int64))[0])
     raise ValueError(metric)
 
 
@@ -78,20 +84,12 @@ def _codes(labels: Sequence[Any]) -> tuple[Array, int]:
 
 
 def group_values(x: npt.ArrayLike, y: npt.ArrayLike, groups: Sequence[Any], metric: str) -> tuple[Array, Array, int]:
-    """Per-group correlations (NaN where skipped), each group's code, and the skipped count."""
+    """Per-group correlations (NaN where skipped), each group's code, and the skipped count.
+
+    Groups of one size are computed together (:func:`~geval_spec.analysis.fastcorr_rows.group_correlations`).
+    """
     codes, g = _codes(groups)
-    x = np.asarray(x, dtype=float)
-    y = np.asarray(y, dtype=float)
-    order = np.argsort(codes, kind="stable")
-    bounds = np.searchsorted(codes[order], np.arange(g + 1))
-    values = np.full(g, np.nan)
-    for k in range(g):
-        idx = order[bounds[k]:bounds[k + 1]]
-        if idx.size >= 2 and np.ptp(x[idx]) > 0 and np.ptp(y[idx]) > 0:
-            if idx.size == 2:  # every metric is +-1 for two distinct pairs
-                values[k] = float(np.sign((x[idx[1]] - x[idx[0]]) * (y[idx[1]] - y[idx[0]])))
-            else:
-                values[k] = correlation(x[idx], y[idx], metric)
+    values = group_correlations(np.asarray(x, dtype=float), np.asarray(y, dtype=float), codes, metric, g)
     skipped = int(np.isnan(values).sum())
     return values, codes, skipped
 
@@ -146,26 +144,12 @@ def _weighted_pearson(a: Array, b: Array, w: Array) -> float:
     return float((w * da * db).sum() / math.sqrt(va * vb))
 
 
-def _rowwise_pearson(a: Array, b: Array) -> Array:
-    da = a - a.mean(axis=1, keepdims=True)
-    db = b - b.mean(axis=1, keepdims=True)
-    den = np.sqrt((da * da).sum(axis=1) * (db * db).sum(axis=1))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(den > 0, (da * db).sum(axis=1) / den, np.nan)
-
-
-def _rowwise_ranks(a: Array) -> Array:
-    from scipy.stats import rankdata
-
-    return rankdata(a, axis=1)
-
-
 def _unit_weights(rng: np.random.Generator, unit_codes: Array, n_units: int, rows: int) -> Array:
-    """rows x n_cases weights: how often each case's unit was drawn."""
+    """rows x n_cases weights (int64 counts): how often each case's unit was drawn."""
     idx = rng.integers(0, n_units, size=(rows, n_units))
     offsets = (np.arange(rows) * n_units)[:, None]
     counts = np.bincount((idx + offsets).ravel(), minlength=rows * n_units).reshape(rows, n_units)
-    return counts[:, unit_codes].astype(float)
+    return counts[:, unit_codes]
 
 
 def resample(xs: Sequence[npt.ArrayLike], y: npt.ArrayLike, metric: str, level: str, *, units: Sequence[Any],
@@ -202,29 +186,13 @@ def resample(xs: Sequence[npt.ArrayLike], y: npt.ArrayLike, metric: str, level: 
         sys_codes, s = _codes(_needed(systems, level))
         onehot = np.zeros((n, s))
         onehot[np.arange(n), sys_codes] = 1.0
+    pairs = [WeightedPairs(x, y) for x in vectors] if level == "dataset" else []
     for start in range(0, draws, rows):
         count = min(rows, draws - start)
         w = _unit_weights(rng, unit_codes, n_units, count)
         if level == "dataset":
-            if metric == "kendall":
-                from scipy.stats import kendalltau
-
-                for r, row in enumerate(w):
-                    rep = np.repeat(np.arange(n), row.astype(np.int64))
-                    ys = y[rep]
-                    for j, x in enumerate(vectors):
-                        xr = x[rep]
-                        out[start + r, j] = (kendalltau(xr, ys).statistic if np.ptp(xr) > 0 and np.ptp(ys) > 0
-                                             else np.nan)
-            elif metric == "spearman":
-                for r, row in enumerate(w):
-                    ry = _weighted_ranks(y, row)
-                    for j, x in enumerate(vectors):
-                        out[start + r, j] = _weighted_pearson(_weighted_ranks(x, row), ry, row)
-            else:
-                for r, row in enumerate(w):
-                    for j, x in enumerate(vectors):
-                        out[start + r, j] = _weighted_pearson(x, y, row)
+            for j, pair in enumerate(pairs):
+                out[start:start + count, j] = getattr(pair, metric)(w)
         else:  # system level: weighted means per system, correlated across systems
             cnt = w @ onehot
             with np.errstate(invalid="ignore", divide="ignore"):
@@ -234,15 +202,8 @@ def resample(xs: Sequence[npt.ArrayLike], y: npt.ArrayLike, metric: str, level: 
                     mx = (w * x) @ onehot / cnt
                 keep = ~np.isnan(mx).any(axis=1)
                 col = np.full(count, np.nan)
-                if metric == "pearson":
-                    col[keep] = _rowwise_pearson(mx[keep], my[keep])
-                elif metric == "spearman":
-                    col[keep] = _rowwise_pearson(_rowwise_ranks(mx[keep]), _rowwise_ranks(my[keep]))
-                else:
-                    from scipy.stats import kendalltau
-
-                    for i in np.nonzero(keep)[0]:
-                        col[i] = kendalltau(mx[i], my[i]).statistic
+                if keep.any():
+                    col[keep] = ROWWISE[metric](mx[keep], my[keep])
                 out[start:start + count, j] = col
     return out
 

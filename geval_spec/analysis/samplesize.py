@@ -24,6 +24,7 @@ correlations, to which neither formula applies.
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
 
 import numpy as np
 
@@ -58,10 +59,8 @@ def required_n(rho_alt: float, rho_null: float, metric: str = "spearman", alpha:
     |atanh(rho_alt) - atanh(rho_null)| = (z_{1-alpha/2} + z_{power}) * sqrt(var)
     for n gives the formula returned with the result.
     """
-    from scipy.stats import norm
-
-    za = norm.ppf(1 - alpha / 2)
-    zb = norm.ppf(power)
+    za = NormalDist().inv_cdf(1 - alpha / 2)
+    zb = NormalDist().inv_cdf(power)
     delta = abs(fisher_z(rho_alt) - fisher_z(rho_null))
     if delta == 0:
         raise ValueError("the two correlations are equal")
@@ -81,11 +80,9 @@ def halfwidth_n(r: float, halfwidth: float, metric: str = "spearman", conf: floa
 
     None when it cannot be reached (|r| >= 1, or a half-width outside (0, 1)).
     """
-    from scipy.stats import norm
-
     if not (abs(r) < 1 and 0 < halfwidth < 1):
         return None
-    z = norm.ppf(1 - (1 - conf) / 2)
+    z = NormalDist().inv_cdf(1 - (1 - conf) / 2)
     h = (math.atanh(halfwidth)
          + math.asinh(halfwidth * math.cosh(2 * math.atanh(r)) / math.sqrt(1 - halfwidth ** 2))) / 2
     if metric == "kendall":
@@ -141,6 +138,9 @@ def sample_size(frame: Frame, spec: Spec, observed: float | None = None,
                       "bootstrap interval is the measure of its precision")
     if cal.threshold <= NULL:
         return result(None, None, None, "not applicable: the threshold must exceed 0.5 to be told apart from 0.5")
+    if cal.threshold >= 1:
+        return result(None, None, None, "not applicable: a threshold of 1 (a perfect correlation) cannot be told "
+                      "apart from 0.5 by any finite sample size formula; the gate still compares the value")
     n, formula = required_n(cal.threshold, NULL, cal.metric)
     method = (f"Fisher z, two-sided alpha {ALPHA}, power {POWER}, {cal.metric} with the {VARIANCE[cal.metric]}; "
               f"H0 rho = {NULL} against rho = {cal.threshold}")

@@ -106,17 +106,36 @@ CSS = ("body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:0;
        "code{background:#eee;padding:1px 4px;border-radius:3px}blockquote{border-left:4px solid #e0a800;margin:8px 0;"
        "padding:4px 12px;background:#fff8e1}figure{display:inline-block;margin:8px;vertical-align:top;background:#fff;"
        "border:1px solid #ddd;padding:8px}figcaption{font-weight:600;margin-bottom:4px}svg{max-width:100%;height:auto}"
-       "h2{border-bottom:1px solid #ddd;padding-bottom:4px}")
+       "h2{border-bottom:1px solid #ddd;padding-bottom:4px}"
+       ".gate{border-radius:6px;padding:12px 16px;margin:12px 0 16px;font-size:16px;border:2px solid}"
+       ".gate strong{font-size:20px;margin-right:8px}"
+       ".gate.passed{background:#e7f6ea;border-color:#2e7d32;color:#1b5e20}"
+       ".gate.failed{background:#fdecea;border-color:#c62828;color:#8e1b1b}"
+       ".gate p{margin:6px 0 0;font-size:14px;color:#333}")
+
+
+def gate_banner(r: Calibration) -> str:
+    """The verdict first: green when the gate passed, red when it failed, with its reason and notes."""
+    g = r.gate
+    verdict = "PASSED" if g.passed else "FAILED"
+    notes = "".join(f"<p>{html.escape(note)}</p>" for note in g.notes)
+    return (f'<section class="gate {"passed" if g.passed else "failed"}" role="status">'
+            f"<strong>Gate {verdict}</strong>{html.escape(g.reason)}{notes}</section>")
 
 
 def to_html(r: Calibration) -> str:
-    """One self-contained file: inline CSS, inline SVG plots, no scripts, nothing loaded from elsewhere."""
+    """One self-contained file: inline CSS, inline SVG plots, no scripts, nothing loaded from elsewhere.
+
+    The page starts with the title, the gate's verdict (coloured) and the plots; the tables follow.
+    """
     body = render(to_markdown(r))
     figures = "".join(f"<figure><figcaption>{html.escape(title)}</figcaption>{svg}</figure>"
                       for title, svg in plots.all_plots(r).items())
+    top = gate_banner(r) + (f'\n<section class="plots"><h2>Plots</h2>{figures}</section>' if figures else "")
+    head, sep, rest = body.partition("</h1>")
+    page = f"{head}{sep}\n{top}{rest}" if sep else f"{top}\n{body}"
     title = html.escape(f"{r.spec.name} v{r.spec.version}: calibration report")
     return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
             "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "
             "img-src data:\">\n"
-            f"<title>{title}</title>\n<style>{CSS}</style>\n</head>\n<body>\n<main>\n{body}\n"
-            f"<section class=\"plots\"><h2>Plots</h2>{figures}</section>\n</main>\n</body>\n</html>\n")
+            f"<title>{title}</title>\n<style>{CSS}</style>\n</head>\n<body>\n<main>\n{page}\n</main>\n</body>\n</html>\n")

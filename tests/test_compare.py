@@ -148,18 +148,29 @@ def test_compare_verdicts_better_worse_inconclusive_and_rule_strict(two_imports,
         res = cli("compare", a, b, "--format", "json", "--out", "-", "--db", str(db), *extra)
         return res.code, json.loads(res.out)["regression"] if res.out.startswith("{") else None
 
+    # the same judgments on both sides: a difference of 0 in every draw is not worse, under either rule
     code, r = run(good, good, "--rule", "strict")
+    assert code == 0 and r["verdict"] == "not worse" and r["fails"] is False and r["rule"] == "strict"
+    assert r["reason"] == "B is not worse: spearman +0.000, interval [0.000, 0.000], the same in every draw (no change)"
+    # two verdicts swapped between test cases: a small change whose interval contains 0
+    lines = [json.loads(x) for x in (ROOT / "specs/data/tcva/summeval-consistency.verdicts.jsonl").read_text().splitlines()]
+    payload = [{k: v for k, v in x.items() if k != "case_id"} for x in lines]
+    payload[0], payload[1] = payload[1], payload[0]
+    near = tmp_path / "near.jsonl"
+    near.write_text("\n".join(json.dumps({"case_id": x["case_id"], **p}) for x, p in zip(lines, payload)) + "\n")
+    near_run = cli("import", "summeval-consistency", str(near), "--db", str(db)).out.strip().splitlines()[-1]
+    code, r = run(good, near_run, "--rule", "strict")
     assert code == 1 and r["verdict"] == "inconclusive" and r["fails"] is True and r["rule"] == "strict"
-    assert r["reason"] == "inconclusive: spearman +0.000, interval [0.000, 0.000] contains 0"
-    code, r = run(good, good)
+    assert r["reason"].startswith("inconclusive: spearman ") and r["reason"].endswith(" contains 0")
+    code, r = run(good, near_run)
     assert code == 0 and r["verdict"] == "inconclusive" and r["fails"] is False and r["regressed"] is False
-    code, r = run(good, good, "--rule", "strict", "--margin", "0.05")
+    code, r = run(good, near_run, "--rule", "strict", "--margin", "0.05")
     assert code == 0 and r["verdict"] == "not worse"
     code, r = run(good, bad, "--rule", "strict")
     assert code == 1 and r["verdict"] == "worse" and r["regressed"] is True
     code, r = run(bad, good, "--rule", "strict")
     assert code == 0 and r["verdict"] == "better" and r["reason"].startswith("B is better: spearman +")
-    md = cli("compare", good, good, "--out", "-", "--db", str(db), "--rule", "strict").out
+    md = cli("compare", good, near_run, "--out", "-", "--db", str(db), "--rule", "strict").out
     assert "## Verdict: inconclusive" in md and "rule strict (exit 1)" in md
     assert "Only this decides: spearman at dataset level on test. The other intervals below are descriptive." in md
     line = cli("compare", bad, good, "--db", str(db), "--out", str(tmp_path / "c.md")).out.splitlines()[1]

@@ -62,7 +62,7 @@ def test_empty_folder_to_report_and_compare(tmp_path):
 
     res = run_cli("compare", f"{SPEC}@HEAD~1", SPEC, cwd=project)
     assert res.code == 0, res.out + res.err
-    assert "change: analysis" in res.out and "no significant regression" in res.out
+    assert "change: analysis" in res.out and "B is not worse" in res.out and "no change" in res.out, res.out
     written = project / "reports" / SPEC / f"compare-{SPEC}_HEAD_1-{SPEC}.md"
     assert "threshold: 0.4" in written.read_text()
     res = run_cli("compare", f"{SPEC}@v1", f"{SPEC}@v2", "--format", "json", "--out", "-", cwd=project)

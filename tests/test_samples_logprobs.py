@@ -51,8 +51,8 @@ def test_logprobs_ambiguous_mass_is_reported(tmp_path):
     spec = tmp_path / "specs" / "p.yaml"
     spec.write_text(spec.read_text().replace("judge: {model: openai/judge-small}",
                                              "judge: {model: openai/judge-small, top_logprobs: 5}"))
-    lines = [{"case_id": r["id"], "distribution": {str(r["human"]): 0.8, "6": 0.2 if i == 3 else 0.0}}
-             for i, r in enumerate(ROWS)]
+    # an imported distribution holds on-scale keys only (an off-scale key is refused); mass short of 1 is off-scale
+    lines = [{"case_id": r["id"], "distribution": {str(r["human"]): 0.8 if i == 3 else 1.0}} for i, r in enumerate(ROWS)]
     run_id = import_lines(tmp_path, lines, "d")
     r = json.loads(cli("report", run_id, "--format", "json", "--out", "-", cwd=tmp_path).out)
     assert r["diagnostics"]["logprobs"] == {"judgments": 20, "ambiguous_mass_mean": 0.0, "ambiguous_mass_max": 0.0,

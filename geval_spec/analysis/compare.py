@@ -23,7 +23,8 @@ and split decides; every other interval is descriptive. B is worse when the
 whole interval of the difference lies below ``-margin``, better when it lies
 above 0, and inconclusive when it contains -margin (with margin 0: when it
 contains 0); with a margin, an interval above -margin that reaches 0 or
-below is "not worse". ``rule: strict`` (``compare --rule strict``) also
+below is "not worse", and so is a difference that is 0 in every draw (both
+sides read the same judgments: an analysis-only change). ``rule: strict`` (``compare --rule strict``) also
 fails an inconclusive comparison, for CI that needs evidence of no
 regression.
 """
@@ -341,6 +342,8 @@ def _placed(d: Delta | None, metric: str, m: float) -> tuple[Verdict, str]:
         return "worse", f"B is worse: {interval} lies entirely below {line}"
     if d.ci_low > 0:
         return "better", f"B is better: {interval} lies entirely above 0"
+    if d.ci_low == d.ci_high == d.difference == 0:  # the same judgments on both sides: no change at all
+        return "not worse", f"B is not worse: {interval}, the same in every draw (no change)"
     if d.ci_low > -m:
         return "not worse", f"B is not worse than A by more than the margin: {interval} lies above {line}"
     both = "both 0 and " if d.ci_high >= 0 and m else ""

@@ -31,6 +31,7 @@ from geval_spec.errors import Problem, RefError, StoreError
 from geval_spec.judge.types import Details, Judgment, Recorded, Request, Verdict
 from geval_spec.plugins import Finding
 from geval_spec.spec.load import ResolvedSpec
+from geval_spec.store.batches import BatchTable
 from geval_spec.store.journal import Journal, abandoned, read_journal
 from geval_spec.store.records import ResponseRecord, RunInfo, RunJudge, RunKind, RunSettings, RunStatus, Usage, now
 from geval_spec.store.schema import SCHEMA_VERSION, create_or_migrate
@@ -78,7 +79,7 @@ def _connect(path: Path, wait: float, read_only: bool = False) -> Any:
             pause = min(pause * 1.5, 0.25)
 
 
-class Store:
+class Store(BatchTable):
     """A session with one DuckDB results file (keep it short: other processes wait meanwhile)."""
 
     def __init__(self, path: Path, wait: float = DEFAULT_WAIT, recover: bool = True) -> None:

@@ -38,6 +38,7 @@ from geval_spec.judge.requests import prepare_requests, unique
 from geval_spec.judge.scoring import missing_logprobs
 from geval_spec.judge.types import Completion, Request
 from geval_spec.plugins import load_plugins
+from geval_spec.runner.batch import BatchErrors, BatchRoutes
 from geval_spec.runner.engine import Engine, Interrupted
 from geval_spec.runner.estimate import DryRun, estimate
 from geval_spec.runner.execute import Check, Progress, Routes, Settings
@@ -64,6 +65,8 @@ class RunOptions:
     concurrency: int = 8
     replay: Path | None = None
     dry_run: bool = False
+    batch: bool = False  # through the provider's batch API (runner/batch.py)
+    batch_errors: BatchErrors = "online"  # requests that fail in their batch: retried online, or left failed
     regenerate_steps: bool = False
     retry_budget: int | None = None
     backoff: float | None = None  # overrides every judge's backoff base (seconds)
@@ -90,6 +93,7 @@ class RunResult:
     steps_generated: bool = False
     invalid_reasons: tuple[tuple[str, int], ...] = ()
     reused: int = 0  # cases whose judgment was copied from an earlier run
+    batch: int = 0  # answers that came through a batch API (costed at the batch price)
     cached_tokens: int = 0
     db: str = ""
 
@@ -252,6 +256,7 @@ def _judge(parsed: ParsedSpec, data_sha256: str, cases: list[Case], judges: tupl
         answers_exist = store.has_answers([j.model for j in judges])
     progress = Progress(cases=len(cases), cases_done=len(reused))
     routes = Routes(judges, options.concurrency, options.replay, options.backoff)
+    routes = BatchRoutes(routes, options.batch_errors) if options.batch else routes
     settings = Settings(concurrency=options.concurrency, retry_budget=options.retry_budget
                         if options.retry_budget is not None else max(20, len(cases) - len(reused)))
     gate = StoreGate(options.db)
@@ -285,4 +290,4 @@ def _summary(store: Store, run_id: str, name: str, n_cases: int, progress: Progr
         sent=progress.done + progress.failed, cached=progress.cached, failed=progress.failed,
         retries=progress.retries, prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
         cost=usage.cost, methods=methods, invalid_reasons=tuple(reasons), reused=reused,
-        cached_tokens=usage.cached_tokens, db=str(db))
+        cached_tokens=usage.cached_tokens, db=str(db), batch=store.batch_answers(run_id))

@@ -52,6 +52,8 @@ def print_run(parsed: ParsedSpec, r: RunResult, gate_line: str, ref: str) -> Non
     cached = f" ({r.cached_tokens:,} read from the provider's cache)" if r.cached_tokens else ""
     echo(f"tokens: {r.prompt_tokens:,} in{cached}, {r.completion_tokens:,} out; cost {fmt_cost(r.cost)}")
     echo(gate_line)
+    if r.batch:
+        echo(f"batch: {r.batch} answer(s) came through the provider's batch API, costed at its batch price")
     echo(f"stored in {shown(Path(r.db))}; next: geval-spec report {r.run_id}  (or: geval-spec report {ref})")
     echo(r.run_id)
 
@@ -67,6 +69,12 @@ def run(
     concurrency: int = typer.Option(8, "--concurrency", min=1, max=1024, help="Requests in flight at once."),
     replay: Optional[Path] = typer.Option(None, "--replay", help="Answer requests from this cassette."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and its cost; send nothing."),
+    batch: bool = typer.Option(False, "--batch", help="Send through the provider's batch API (about half the price, "
+                                                      "answers within 24 h); run again to resume waiting. "
+                                                      "See docs/batch.md."),
+    batch_errors: Literal["online", "invalid"] = typer.Option(
+        "online", "--batch-errors", help="Requests that fail inside a batch: retried online (default), or left "
+                                         "invalid with their reason (a later run asks again)."),
     db: Optional[Path] = typer.Option(None, "--db", help=DB_HELP),
     regenerate_steps: bool = typer.Option(False, "--regenerate-steps", help="Ask the judge for new steps."),
     retry_budget: Optional[int] = typer.Option(
@@ -89,12 +97,15 @@ def run(
 
     if replay is not None and not replay.is_file():
         raise InputError(problems=[Problem(f"no such cassette: {replay}")])
+    if batch and replay is not None:
+        raise InputError(problems=[Problem("--batch and --replay do not go together: a cassette answers at once")])
     shard_of = parse_shard(shard) if shard is not None else None
     proj = project()
     parsed = load_spec(proj.resolve(ref))
     options = RunOptions(db=db_path(db), model=model, split=split, limit=limit, concurrency=concurrency,
                          replay=replay, dry_run=dry_run, regenerate_steps=regenerate_steps,
-                         retry_budget=retry_budget, backoff=backoff, ref=ref, shard=shard_of)
+                         retry_budget=retry_budget, backoff=backoff, ref=ref, shard=shard_of, batch=batch,
+                         batch_errors=batch_errors)
     with ProgressView(parsed.name) as view:
         result = execute_run(parsed, options, on_progress=view.update, on_event=echo_err)
     if isinstance(result, DryRun):

@@ -99,6 +99,10 @@ def run(
         raise InputError(problems=[Problem(f"no such cassette: {replay}")])
     if batch and replay is not None:
         raise InputError(problems=[Problem("--batch and --replay do not go together: a cassette answers at once")])
+    if batch:
+        from geval_spec.runner.batch import poll_interval
+
+        poll_interval()  # GEVAL_BATCH_POLL is read before the run starts
     shard_of = parse_shard(shard) if shard is not None else None
     proj = project()
     parsed = load_spec(proj.resolve(ref))

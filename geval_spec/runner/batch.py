@@ -213,7 +213,11 @@ class BatchSender(Executor):
 
     async def stream(self, feed: AsyncIterator[Request], on_outcome: OnOutcome) -> None:
         """Answer every request ``feed`` yields through batches; hand each outcome to ``on_outcome``."""
-        requests = [request async for request in feed]
+        requests = []
+        async for request in feed:
+            if self.stopping:
+                break
+            requests.append(request)
         pending = self._answered(requests, on_outcome)
         retry: list[Request] = []
         self._ended = []
@@ -231,7 +235,7 @@ class BatchSender(Executor):
             if self.stopping:
                 self._stopped()
                 return
-            if retry:
+            if retry and self.stop is None:
                 await self._retry_online(retry, on_outcome)
         finally:
             for api in self._apis.values():
@@ -355,7 +359,7 @@ class BatchSender(Executor):
             if exc.kind == "auth":
                 raise JudgeUnreachable(f"the batch API refused the credentials: {exc}") from None
             if not exc.retryable:  # the provider does not know it (any more): it ended for us
-                return BatchState(record.batch_id, f"unknown to the provider ({exc})")
+                return BatchState(record.batch_id, "failed", errors=(f"unknown to the provider: {exc}",))
             waiting.failed_polls += 1
             if waiting.failed_polls >= FAILED_POLLS:
                 raise JudgeError(f"cannot poll batch {record.batch_id}: {exc} ({FAILED_POLLS} times in a row). It "
@@ -365,7 +369,7 @@ class BatchSender(Executor):
         waiting.failed_polls = 0
         if state.status != record.status:
             waiting.record = replace(record, status=state.status)
-            self.gate.put(lambda store: store.update_batch(record.batch_id, state.status))
+            self.gate.call(lambda store: store.update_batch(record.batch_id, state.status))
         done = state.completed + state.failed
         line = f"batch {record.batch_id}: {state.status}, {done} of {state.total or record.requests} requests done"
         line += f" ({state.failed} failed)" if state.failed else ""

@@ -1,34 +1,19 @@
 """Batch runs (``run --batch``): a run's requests go through the provider's batch API instead of one at a time.
 
-:class:`BatchSender` stands where the engine's
-:class:`~geval_spec.runner.execute.Executor` stands and has its interface
-(``stream``, ``stop_sending``, ``abandon``, ``stopping``, ``progress``), so
-the engine plans, scores and stores a batch run exactly as an online one:
+:class:`BatchSender` stands where the engine's :class:`~geval_spec.runner.execute.Executor` stands, with its
+interface (``stream``, ``stop_sending``, ``abandon``, ``stopping``, ``progress``), so the engine plans, scores
+and stores a batch run exactly as an online one. In :meth:`BatchSender.stream`:
 
-1. **collect**: every request the planner feeds; one already answered in the
-   store is answered from it (nothing is sent twice, by any run or mode);
-2. **resume**: the run's open batches (it was stopped or killed while it
-   waited) are polled and collected first; nothing of theirs is submitted
-   again;
-3. **submit**: the rest, grouped by judge client, API base and model, in
-   batches of at most :data:`MAX_REQUESTS` requests and :data:`MAX_BYTES` of
-   input (OpenAI's limits); each batch is stored the moment the provider has
-   created it, before anything waits for it, so even a killed run can resume;
-4. **poll**: every :data:`POLL_START` seconds, growing by
-   :data:`POLL_GROWTH` to :data:`POLL_MAX` (``GEVAL_BATCH_POLL=SECONDS``
-   polls at a fixed interval), saying each batch's status;
-5. **results**: each answer goes to the journal and the store like an online
-   one (the request hash is the line's ``custom_id``; the record is marked
-   ``batch`` and costed at the batch price) and its outcome to the engine; a
-   line that failed is retried online (``errors="online"``) or becomes a
-   failed request with its reason (``errors="invalid"``);
-6. a batch that ended ``failed``, ``expired`` or ``cancelled`` stops the run
-   with a :class:`~geval_spec.errors.JudgeError` naming it (exit 3), once
-   the other batches are collected; the next run submits what is still
-   unanswered.
+1. requests already answered in the store are answered from it;
+2. the run's open batches (stopped or killed while it waited) are polled and collected first, never resubmitted;
+3. the rest is submitted per judge client, API base and model, cut at :data:`MAX_REQUESTS` and
+   :data:`MAX_BYTES`; each batch is stored the moment the provider has created it, before anything waits;
+4. polls every :data:`POLL_START` s growing to :data:`POLL_MAX` s (``GEVAL_BATCH_POLL``: fixed seconds);
+5. answers are journalled and stored like online ones (hash = ``custom_id``; marked ``batch``; batch price);
+   failed lines are retried online (``errors="online"``) or become failed requests (``errors="invalid"``);
+6. a batch that ended failed, expired or cancelled raises a JudgeError naming it, after the rest is collected.
 
-Ctrl-C while waiting stops waiting: the batches keep running at the provider
-and stay stored, and the next ``run --batch`` collects them.
+Ctrl-C stops waiting; the batches keep running and stay stored. docs/batch.md is the user's side.
 """
 
 from __future__ import annotations

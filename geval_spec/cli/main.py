@@ -6,7 +6,7 @@ import os
 import sys
 
 # in the order `geval-spec --help` lists the commands
-from geval_spec.cli import init_command, spec_commands, run_commands, analysis_commands  # noqa: F401,I001  (they register)
+from geval_spec.cli import init_command, spec_commands, run_commands, batch_commands, analysis_commands  # noqa: F401,I001,E501  (they register)
 from geval_spec.cli.common import EXIT_BROKEN_PIPE, app, stdout_gone
 
 

@@ -58,6 +58,8 @@ def print_run(parsed: ParsedSpec, r: RunResult, gate_line: str, ref: str) -> Non
     reasoning = f" ({r.reasoning_tokens:,} of them reasoning)" if r.reasoning_tokens else ""
     echo(f"tokens: {r.prompt_tokens:,} in{cached}, {r.completion_tokens:,} out{reasoning}; cost {fmt_cost(r.cost)}")
     echo(gate_line)
+    if r.batch:
+        echo(f"batch: {r.batch} answer(s) came through the provider's batch API, costed at its batch price")
     echo(f"stored in {shown(Path(r.db))}; next: geval-spec report {r.run_id}  (or: geval-spec report {ref})")
     echo(r.run_id)
 
@@ -73,6 +75,12 @@ def run(
     concurrency: int = typer.Option(8, "--concurrency", min=1, max=1024, help="Requests in flight at once."),
     replay: Optional[Path] = typer.Option(None, "--replay", help="Answer requests from this cassette."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and its cost; send nothing."),
+    batch: bool = typer.Option(False, "--batch", help="Send through the provider's batch API (about half the price, "
+                                                      "answers within 24 h); run again to resume waiting. "
+                                                      "See docs/batch.md."),
+    batch_errors: Literal["online", "invalid"] = typer.Option(
+        "online", "--batch-errors", help="Requests that fail inside a batch: retried online (default), or left "
+                                         "invalid with their reason (a later run asks again)."),
     db: Optional[Path] = typer.Option(None, "--db", help=DB_HELP),
     regenerate_steps: bool = typer.Option(False, "--regenerate-steps", help="Ask the judge for new steps."),
     retry_budget: Optional[int] = typer.Option(
@@ -104,6 +112,7 @@ def run(
       geval-spec run summary-consistency
       geval-spec run summary-consistency --split dev --limit 20 --concurrency 16
       geval-spec run summary-consistency --rpm 500 --tpm 200000 --max-cost 5
+      geval-spec run summary-consistency --batch       (again later: resumes waiting for the batch)
       geval-spec run summary-consistency --replay specs/cassettes/summary-consistency.jsonl
 
     \b
@@ -111,7 +120,8 @@ def run(
       0    judged, and the gate passed or was not judged (--split, --shard)
       1    the gate failed
       2    invalid spec, data, template or arguments; a replayed request not in the cassette
-      3    judge unreachable, retry budget spent, no logprobs with fallback none, or --max-cost reached
+      3    judge unreachable, retry budget spent, no logprobs with fallback none, --max-cost reached,
+           or a batch failed at the provider
       130  Ctrl-C (the next run goes on)
     """
     from geval_spec.files import prepare_output
@@ -122,6 +132,8 @@ def run(
         raise InputError(problems=[Problem("--model is empty: give a model string such as openai/gpt-4.1-mini")])
     if replay is not None:
         check_cassette(replay)
+    if batch:
+        _check_batch(replay)
     for path, what in ((junit, "JUnit file"), (None if dry_run else db_path(db), "database")):
         if path is not None:
             prepare_output(path, what)
@@ -129,8 +141,17 @@ def run(
                          replay=replay, dry_run=dry_run, regenerate_steps=regenerate_steps,
                          retry_budget=retry_budget, backoff=backoff, ref=ref,
                          shard=parse_shard(shard) if shard is not None else None, rpm=rpm, tpm=tpm,
-                         max_cost=max_cost)
+                         max_cost=max_cost, batch=batch, batch_errors=batch_errors)
     return _run(ref, options, junit)
+
+
+def _check_batch(replay: Path | None) -> None:
+    """--batch's arguments, before anything is read or sent."""
+    from geval_spec.runner.batch import poll_interval
+
+    if replay is not None:
+        raise InputError(problems=[Problem("--batch and --replay do not go together: a cassette answers at once")])
+    poll_interval()  # GEVAL_BATCH_POLL is read before the run starts
 
 
 def _run(ref: str, options: RunOptions, junit: Path | None) -> int:

@@ -21,6 +21,7 @@ from geval_spec.judge.precheck import precheck
 from geval_spec.judge.requests import method_requests, prepare_requests
 from geval_spec.judge.scoring import as_fallback, missing_logprobs, score_case
 from geval_spec.judge.types import Completion, Judgment, Message, Rendered, Request
+from geval_spec.runner.batch import for_batch
 from geval_spec.runner.execute import Check, Executor, Outcome, Progress, Routes, Settings
 from geval_spec.spec.load import ParsedSpec
 from geval_spec.spec.sections import Judge
@@ -93,6 +94,7 @@ class Engine:
         self.say = say
         self.progress = progress
         self.executor = Executor(routes, run_id, journal, self._sink, settings, progress, on_progress, check)
+        self.executor = for_batch(self.executor, gate, say, parsed.name)  # run --batch: through the batch API
         self.waiting: dict[str, list[_Group]] = {}  # request hash -> groups that need it
         self.sent: set[str] = set()
         self.position = 0

@@ -42,6 +42,7 @@ from geval_spec.judge.scoring import missing_logprobs
 from geval_spec.judge.types import Completion, Request
 from geval_spec.plugins import load_plugins
 from geval_spec.redact import redact
+from geval_spec.runner.batch import BatchErrors, BatchRoutes
 from geval_spec.runner.engine import Engine, Interrupted
 from geval_spec.runner.estimate import DryRun, estimate
 from geval_spec.runner.execute import Check, LimitOverride, Progress, Routes, Settings
@@ -68,6 +69,8 @@ class RunOptions:
     concurrency: int = 8
     replay: Path | None = None
     dry_run: bool = False
+    batch: bool = False  # through the provider's batch API (runner/batch.py)
+    batch_errors: BatchErrors = "online"  # requests that fail in their batch: retried online, or left failed
     regenerate_steps: bool = False
     retry_budget: int | None = None
     backoff: float | None = None  # overrides every judge's backoff base (seconds)
@@ -97,6 +100,7 @@ class RunResult:
     steps_generated: bool = False
     invalid_reasons: tuple[tuple[str, int], ...] = ()
     reused: int = 0  # cases whose judgment was copied from an earlier run
+    batch: int = 0  # answers that came through a batch API (costed at the batch price)
     cached_tokens: int = 0
     db: str = ""
     reasoning_tokens: int = 0
@@ -298,6 +302,7 @@ def _judge(parsed: ParsedSpec, data_sha256: str, cases: list[Case], judges: tupl
     progress = Progress(cases=len(cases), cases_done=len(reused))
     routes = Routes(judges, options.concurrency, options.replay, options.backoff,
                     LimitOverride(options.rpm, options.tpm))
+    routes = BatchRoutes(routes, options.batch_errors) if options.batch else routes
     settings = Settings(concurrency=options.concurrency, retry_budget=options.retry_budget
                         if options.retry_budget is not None else max(20, len(cases) - len(reused)),
                         max_cost=options.max_cost)
@@ -333,7 +338,7 @@ def _summary(store: Store, run_id: str, name: str, n_cases: int, progress: Progr
         retries=progress.retries, prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
         cost=usage.cost, methods=methods, invalid_reasons=tuple(reasons), reused=reused,
         cached_tokens=usage.cached_tokens, db=str(db), reasoning_tokens=usage.reasoning_tokens,
-        cache_saved=_saved(usage.cached_by_model))
+        cache_saved=_saved(usage.cached_by_model), batch=store.batch_answers(run_id))
 
 
 def _saved(cached_by_model: Sequence[tuple[str, int]]) -> float | None:

@@ -30,6 +30,7 @@ from geval_spec.dataset.cases import Case
 from geval_spec.errors import Problem, RefError, StoreError
 from geval_spec.judge.types import Recorded, Request
 from geval_spec.spec.load import ResolvedSpec
+from geval_spec.store.batches import BatchTable
 from geval_spec.store.journal import Journal, abandoned, read_journal
 from geval_spec.store.records import ResponseRecord, RunInfo, RunJudge, RunKind, RunSettings, RunStatus, Usage, now
 from geval_spec.store.judgments import JudgmentTables
@@ -72,7 +73,7 @@ def _connect(path: Path, wait: float, read_only: bool = False) -> Any:
             pause = min(pause * 1.5, 0.25)
 
 
-class Store(JudgmentTables):
+class Store(JudgmentTables, BatchTable):
     """A session with one DuckDB results file (keep it short: other processes wait meanwhile)."""
 
     def __init__(self, path: Path, wait: float = DEFAULT_WAIT, recover: bool = True) -> None:

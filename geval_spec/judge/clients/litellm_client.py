@@ -14,6 +14,7 @@ import time
 from typing import Any, Mapping
 
 from geval_spec.judge.clients.base import TransportError, completion_from_openai, rate_info, retry_after_seconds
+from geval_spec.judge.clients.batch_api import ENDPOINT, WINDOW, BatchState, state_of
 from geval_spec.judge.types import Completion, JsonObject
 
 _litellm: Any = None
@@ -107,3 +108,77 @@ def _transport_error(exc: Exception) -> TransportError:
     if isinstance(exc, ex.APIError):
         return TransportError("malformed" if status in (None, 200) else "server", message, status=status)
     return TransportError("connection", f"{type(exc).__name__}: {message}", status=status)
+
+
+# -- batch API: litellm's files and batches functions, for ``run --batch`` (see .batch_api) ------------------------
+class LitellmBatchAPI:
+    """A provider's batch API through litellm (``acreate_file``, ``acreate_batch``, ``aretrieve_batch``,
+    ``afile_content``), for the providers litellm's batch functions support (OpenAI, Azure, Vertex AI, Bedrock,
+    hosted vLLM, ...). ``api_base`` points it at any OpenAI-compatible server, as for the chat client."""
+
+    name = "litellm"
+
+    def __init__(self, api_base: str | None, model: str) -> None:
+        import warnings
+
+        litellm = _import()
+        # litellm's afile_content leaves a coroutine of its OpenAI handler unawaited (it awaits another one)
+        warnings.filterwarnings("ignore", message="coroutine '.*afile_content' was never awaited",
+                                category=RuntimeWarning)
+        try:
+            self.wire_model, provider, _, _ = litellm.get_llm_provider(model)
+        except Exception as exc:
+            raise _transport_error(exc) from None
+        self.api_base = api_base
+        self.kwargs: dict[str, Any] = {"custom_llm_provider": provider}
+        if api_base:
+            self.kwargs["api_base"] = api_base
+            if provider == "openai" and not os.environ.get("OPENAI_API_KEY"):
+                self.kwargs["api_key"] = "no-key"  # local OpenAI-compatible servers need none
+
+    def wire_body(self, body: JsonObject) -> JsonObject:
+        return {**body, "model": self.wire_model}
+
+    async def upload(self, data: bytes, filename: str, timeout: float) -> str:
+        litellm = _import()
+        try:
+            created = await litellm.acreate_file(file=(filename, data), purpose="batch", timeout=timeout,
+                                                 **self.kwargs)
+        except Exception as exc:
+            raise _transport_error(exc) from None
+        return str(created.id)
+
+    async def create(self, input_file_id: str, metadata: Mapping[str, str], timeout: float) -> BatchState:
+        litellm = _import()
+        try:
+            batch = await litellm.acreate_batch(completion_window=WINDOW, endpoint=ENDPOINT,
+                                                input_file_id=input_file_id, metadata=dict(metadata),
+                                                timeout=timeout, **self.kwargs)
+        except Exception as exc:
+            raise _transport_error(exc) from None
+        return state_of(_plain(batch))
+
+    async def retrieve(self, batch_id: str, timeout: float) -> BatchState:
+        litellm = _import()
+        try:
+            batch = await litellm.aretrieve_batch(batch_id=batch_id, timeout=timeout, **self.kwargs)
+        except Exception as exc:
+            raise _transport_error(exc) from None
+        return state_of(_plain(batch))
+
+    async def content(self, file_id: str, timeout: float) -> bytes:
+        litellm = _import()
+        try:
+            answer = await litellm.afile_content(file_id=file_id, timeout=timeout, **self.kwargs)
+        except Exception as exc:
+            raise _transport_error(exc) from None
+        data = getattr(answer, "content", answer)
+        return data if isinstance(data, bytes) else str(data).encode("utf-8")
+
+    async def close(self) -> None:
+        return None
+
+
+def _plain(value: Any) -> Any:
+    """A litellm (pydantic) object as plain JSON values."""
+    return value.model_dump() if hasattr(value, "model_dump") else value

@@ -13,17 +13,25 @@ from geval_spec.spec.load import load_spec
 from geval_spec.spec.project import Project
 
 
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    """A git repository with three commits of one spec: v1, v2 (steps edited), v2 again (threshold)."""
+@pytest.fixture(params=["top", "subfolder"])
+def repo(tmp_path: Path, request: pytest.FixtureRequest) -> Path:
+    """A git repository with three commits of one spec: v1, v2 (steps edited), v2 again (threshold).
+
+    The project is the repository itself, or a folder inside it (a monorepo): revisions are read relative
+    to the project either way.
+    """
+    top = tmp_path
+    if request.param == "subfolder":
+        tmp_path = tmp_path / "ml" / "evals"
     (tmp_path / "specs" / "data").mkdir(parents=True)
     shutil.copy(ROOT / "tests" / "malformed" / "data" / "good.jsonl", tmp_path / "specs" / "data" / "good.jsonl")
     base = (ROOT / "tests" / "malformed" / "11-version-type.yaml").read_text().split("\n", 1)[1]
     spec = tmp_path / "specs" / "demo.yaml"
     spec.write_text(base.replace("name: m11", "name: demo").replace("version: three  # <- error", "version: 1"))
-    git(tmp_path, "init", "-q")
-    git(tmp_path, "add", "-A")
-    git(tmp_path, "commit", "-qm", "v1")
+    (top / "README.md").write_text("a repository\n")
+    git(top, "init", "-q")
+    git(top, "add", "-A")
+    git(top, "commit", "-qm", "v1")
     spec.write_text(spec.read_text().replace("version: 1", "version: 2").replace("Judge the summary.",
                                                                                  "Judge the summary strictly."))
     git(tmp_path, "commit", "-qam", "v2")

@@ -113,7 +113,7 @@ def _git_target(spec_rel: str, rel_path: str, what: str) -> str:
 
 def _git_mode(root: Path, rev: str, rel: str) -> str | None:
     """The file mode of ``rel`` at ``rev`` (100644, 100755, 120000 for a link), or None when absent."""
-    out = git(root, "ls-tree", "--full-tree", rev, "--", rel)
+    out = git(root, "ls-tree", rev, "--", rel)  # relative to the project root, which may be a folder of the repository
     if not out:
         return None
     return out.split(None, 1)[0]
@@ -275,7 +275,7 @@ class Project:
 
     def _paths_at(self, commit: str, rel: str) -> list[str]:
         """The path the file had at ``commit`` (it may have been renamed since)."""
-        changed = git(self.root, "show", "--name-only", "--format=", commit, "--", "specs/") or ""
+        changed = git(self.root, "show", "--name-only", "--relative", "--format=", commit, "--", "specs/") or ""
         names = [p for p in changed.split() if p.endswith((".yaml", ".yml"))]
         return [rel] + [p for p in names if p != rel]
 
@@ -299,4 +299,5 @@ def git(root: Path, *args: str) -> str | None:
 
 
 def git_show(root: Path, rev: str, rel: str) -> str | None:
-    return git(root, "show", f"{rev}:{rel}")
+    """The text of ``rel`` (relative to ``root``, which may be a folder inside the repository) at ``rev``."""
+    return git(root, "show", f"{rev}:./{rel}")

@@ -36,7 +36,24 @@ def report(
     halfwidth: float = typer.Option(0.1, "--halfwidth", min=0.01, max=0.99, help=HALFWIDTH_HELP),
     db: Optional[Path] = typer.Option(None, "--db", help=DB_HELP),
 ) -> int:
-    """Calibration report from stored judgments (sends nothing); exit 1 when the gate fails."""
+    """Calibration report from stored judgments (sends nothing); exit 1 when the gate fails.
+
+    Writes reports/<spec>/report.<ext> (or --out; --out - prints it).
+
+    \b
+    Examples:
+      geval-spec report summary-consistency
+      geval-spec report summary-consistency --format all --junit reports/junit.xml
+      geval-spec report run_20261130104512a1b2c3 --format json --out -
+      geval-spec report summeval-consistency --temperature 0.3
+
+    \b
+    Exit codes:
+      0    the gate passed, or --exit-zero
+      1    the gate failed
+      2    unknown run or REF, no results database, invalid spec or arguments
+      141  standard output closed before the report was written (--out - | head)
+    """
     from geval_spec.analysis.calibration import build
     from geval_spec.analysis.resolve import load
     from geval_spec.files import prepare_output
@@ -139,7 +156,24 @@ def compare(
         "default", "--rule", help="default: exit 1 when B is worse; strict: also when inconclusive (for CI)."),
     db: Optional[Path] = typer.Option(None, "--db", help=DB_HELP),
 ) -> int:
-    """Compare two spec versions or runs: spec diff, paired deltas with intervals; exit 1 on a regression."""
+    """Compare two spec versions or runs: spec diff, paired deltas with intervals, a verdict.
+
+    The verdict places the paired interval of B - A of the gate's metric against 0 and -margin: better,
+    not worse, inconclusive or worse (docs/comparing.md). Writes reports/<spec>/compare-A-B.<ext>.
+
+    \b
+    Examples:
+      geval-spec compare summary-consistency@HEAD~1 summary-consistency
+      geval-spec compare summary-consistency@v3 summary-consistency@v4 --format json --out -
+      geval-spec compare summary-consistency@main summary-consistency --rule strict --margin 0.02 --run
+
+    \b
+    Exit codes:
+      0    B is not shown worse (--rule strict: B is better or not worse)
+      1    B is worse (--rule strict: also inconclusive or not comparable)
+      2    unknown run or REF, no stored run for a REF (give --run), invalid arguments
+      3    --run could not reach the judge
+    """
     from geval_spec.analysis.compare import compare as run_compare
     from geval_spec.analysis.compare import load_side
     from geval_spec.files import prepare_output

@@ -197,7 +197,21 @@ def import_cmd(
     judge: Optional[str] = typer.Option(None, "--judge", help="Judge label (default: the spec's judge)."),
     db: Optional[Path] = typer.Option(None, "--db", help=DB_HELP),
 ) -> int:
-    """Store judgments made elsewhere as a run; print the run id last."""
+    """Store judgments made elsewhere as a run; print the run id last.
+
+    One JSON object per line, keyed by case_id, with the method's field (score, distribution, samples or
+    verdicts); the same file imported again for the same spec and judge is the same run.
+
+    \b
+    Examples:
+      geval-spec import summeval-consistency specs/data/tcva/summeval-consistency.verdicts.jsonl
+      geval-spec import summary-consistency judgments.jsonl --judge gpt-4.1-mini
+
+    \b
+    Exit codes:
+      0    imported
+      2    invalid spec, or a line that is not a judgment of this spec (file:line)
+    """
     from geval_spec.runner.importer import import_judgments
     from geval_spec.spec.load import load_spec
 
@@ -232,7 +246,18 @@ def export(
                                                 "verdicts as Parquet files into this folder."),
     db: Optional[Path] = typer.Option(None, "--db", help=DB_HELP),
 ) -> int:
-    """Write a run's recorded responses to a cassette for run --replay, or its tables as Parquet."""
+    """Write a run's recorded responses to a cassette for run --replay, or its tables as Parquet.
+
+    \b
+    Examples:
+      geval-spec export run_20261130104512a1b2c3 --cassette tests/cassettes/summary.jsonl
+      geval-spec export run_20261130104512a1b2c3 --parquet exports/summary/
+
+    \b
+    Exit codes:
+      0    written
+      2    unknown run, no results database, neither --cassette nor --parquet
+    """
     from geval_spec.runner.export import export_cassette, export_parquet
 
     if cassette is None and parquet is None:
@@ -253,7 +278,22 @@ def merge(
     db: Optional[Path] = typer.Option(None, "--db", help="Merge into this database (default "
                                                         ".geval/results.duckdb)."),
 ) -> int:
-    """Merge the stores of shards (run --shard K/N --db ...) into one; each complete set becomes one run."""
+    """Merge the stores of shards (run --shard K/N --db ...) into one; each complete set becomes one run.
+
+    A complete set of shards becomes the run an unsharded run would have made (its report is the same,
+    byte for byte); an incomplete set is copied and named.
+
+    \b
+    Examples:
+      geval-spec run summary-consistency --shard 1/4 --db shard1.duckdb      (one per CI job)
+      geval-spec merge shard1.duckdb shard2.duckdb shard3.duckdb shard4.duckdb
+      geval-spec report summary-consistency
+
+    \b
+    Exit codes:
+      0    merged
+      2    a file that is not a results database (or is the target itself), no store given
+    """
     from geval_spec.runner.shards import merge as merge_stores
 
     target = db_path(db)

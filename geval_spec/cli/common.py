@@ -31,7 +31,7 @@ HELP = """LLM-as-a-judge evaluation as versioned, reviewable specs.
 Start:
   geval-spec init my-evals        an example project with a CI workflow
   geval-spec validate             check every spec in specs/
-  geval-spec --install-completion shell completion for this shell
+  geval-spec --install-completion bash   shell completion (bash, zsh, fish, powershell, pwsh)
 
 \b
 Exit codes:

@@ -18,11 +18,17 @@ def main() -> None:
     every command has closed its store and files by the time ``app`` returns,
     and a normal exit spends 20-30 ms tearing down modules (see BENCHMARKS.md).
 
+    Shell completion takes the shell by name: ``--show-completion bash``.
+
     A closed stdout (``geval-spec schema | head -1``) ends the command quietly
     with exit 141 (see :mod:`geval_spec.cli.common`), also when the pipe is
     found closed only by the last flush.
     """
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    # --show-completion/--install-completion take the shell by name (bash, zsh, fish, powershell, pwsh):
+    # typer's own detection walks the parent processes and fails outside an interactive shell (CI, containers,
+    # an IDE), printing "Shell  not supported". The switch is typer's own (made for its tests); typer 0.29 reads it when the app is built.
+    os.environ.setdefault("_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION", "1")
     try:
         app(prog_name="geval-spec")
         code = 0

@@ -31,6 +31,7 @@ from geval_spec.analysis.frame import (
 )
 from geval_spec.analysis.resolve import load
 from geval_spec.analysis.results import GateBlock, rounded
+from geval_spec.dataset.cases import Dataset
 from geval_spec.judge.types import Judgment
 from geval_spec.spec.project import Project
 from geval_spec.spec.sections import Spec
@@ -143,7 +144,7 @@ def gate(frame: Frame, spec: Spec, corr: Mapping[str, Mapping[str, LevelResult]]
 
 
 def gate_only(source: Source, run_case_ids: Sequence[str], judgments: Sequence[Judgment],
-              findings: Findings | None = None) -> GateBlock:
+              findings: Findings | None = None, dataset: Dataset | None = None) -> GateBlock:
     """The gate alone: what ``run`` checks at its end.
 
     Only the gate's metric at its split and level, and with ``rule: point``
@@ -152,7 +153,7 @@ def gate_only(source: Source, run_case_ids: Sequence[str], judgments: Sequence[J
     needs the interval.
     """
     spec = source.spec
-    frame = build_frame(source, run_case_ids, judgments, findings=findings)
+    frame = build_frame(source, run_case_ids, judgments, findings=findings, dataset=dataset)
     cal = spec.calibration
     corr: dict[str, dict[str, LevelResult]] = {}
     if cal.split in splits_present(frame, spec) and cal.level in levels_present(frame):
@@ -161,8 +162,12 @@ def gate_only(source: Source, run_case_ids: Sequence[str], judgments: Sequence[J
     return gate(frame, spec, corr)
 
 
-def gate_after_run(store: Store, project: Project, run_id: str, run_split: str | None) -> GateBlock | None:
-    """The gate of a run just made (its value only), or None when the run does not cover the gate's split."""
+def gate_after_run(store: Store, project: Project, run_id: str, run_split: str | None,
+                   dataset: Dataset | None = None) -> GateBlock | None:
+    """The gate of a run just made (its value only), or None when the run does not cover the gate's split.
+
+    ``dataset``: the run's data as the run read it (read again when None).
+    """
     run = store.get_run(run_id)
     if run is None:
         return None
@@ -170,4 +175,5 @@ def gate_after_run(store: Store, project: Project, run_id: str, run_split: str |
     if run_split is not None and run_split not in ("all", cal.split) and cal.split != "all":
         return None
     loaded = load(store, project, run_id)
-    return gate_only(loaded.source, loaded.case_ids, loaded.judgments, loaded.findings)
+    same = dataset is not None and dataset.sha256 == run.data_sha256
+    return gate_only(loaded.source, loaded.case_ids, loaded.judgments, loaded.findings, dataset if same else None)

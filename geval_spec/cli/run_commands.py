@@ -177,7 +177,7 @@ def _run(ref: str, options: RunOptions, junit: Path | None) -> int:
         return EXIT_OK
     split = options.split
     with Store(options.db) as store:
-        gate = gate_after_run(store, proj, result.run_id, split)
+        gate = gate_after_run(store, proj, result.run_id, split, result.dataset)
     if gate is None:
         cal = parsed.spec.calibration
         print_run(parsed, result, f"gate not judged: this run covers split {split}, the gate is judged on {cal.split}",

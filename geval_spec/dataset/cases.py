@@ -27,7 +27,7 @@ from geval_spec.errors import DataError, Problem
 from geval_spec.files import ReadError
 from geval_spec.spec.sections import HumanScale
 from geval_spec.spec.load import ParsedSpec
-from geval_spec.spec.sections import SPLITS, Spec
+from geval_spec.spec.sections import SPLITS, SplitByField, Spec
 from geval_spec.spec.yamldoc import Path as KeyPath
 
 
@@ -76,9 +76,13 @@ class Dataset:
 
 def lookup(record: Any, dotted: str) -> Any:
     """Follow ``a.b.0.c`` through dicts and lists; _MISSING when a step is absent."""
+    if type(record) is dict and "." not in dotted:  # the common case, without the generic checks below
+        return record.get(dotted, _MISSING)
     value = record
     for part in dotted.split("."):
-        if isinstance(value, Mapping) and part in value:
+        if isinstance(value, dict) and part in value:
+            value = value[part]
+        elif isinstance(value, Mapping) and part in value:
             value = value[part]
         elif isinstance(value, (list, tuple)) and part.lstrip("-").isdigit() and -len(value) <= int(part) < len(value):
             value = value[int(part)]
@@ -209,7 +213,7 @@ def _case(spec: Spec, rec: dict[str, Any], case_id: str, n: int, where: str, bad
         optional[attr] = _as_label(value)
     split_value = None
     split = spec.split
-    if split is not None and hasattr(split, "field"):
+    if isinstance(split, SplitByField):  # (hasattr on a pydantic model is slow: it goes through __getattr__)
         value = lookup(rec, split.field)
         if value is _MISSING or value is None:
             bad.add(("split", "field"), f"no split at '{split.field}'", where)

@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
 from geval_spec import __version__
-from geval_spec.dataset.cases import Case, read_cases
+from geval_spec.dataset.cases import Case, Dataset, read_cases
 from geval_spec.dataset.splits import assign_splits
 from geval_spec.errors import CostCeiling, GevalError, InputError, MissingLogprobs, Problem
 from geval_spec.judge import costs
@@ -105,6 +105,7 @@ class RunResult:
     db: str = ""
     reasoning_tokens: int = 0
     cache_saved: float | None = None  # USD the provider's prompt cache saved (None: no price known)
+    dataset: Dataset | None = field(default=None, repr=False, compare=False)  # as read: the gate reuses it
 
 
 def select_cases(parsed: ParsedSpec, cases: Sequence[Case], split: str | None, limit: int | None) -> list[Case]:
@@ -264,7 +265,7 @@ def execute_run(parsed: ParsedSpec, options: RunOptions, on_progress: OnProgress
             routes = Routes(judges[:1], 1, options.replay, options.backoff)
             parsed = generate_steps(parsed, judges[0], store, routes, options.regenerate_steps, say)
     result = _judge(parsed, dataset.sha256, cases, judges, options, on_progress, say)
-    return replace(result, steps_generated=steps_generated)
+    return replace(result, steps_generated=steps_generated, dataset=dataset)
 
 
 def _judge(parsed: ParsedSpec, data_sha256: str, cases: list[Case], judges: tuple[Judge, ...],

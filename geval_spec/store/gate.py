@@ -52,7 +52,8 @@ class StoreGate:
         self._raise_if_failed()
         with self._cond:
             self._responses.append(record)
-            self._cond.notify()
+            if len(self._responses) == 1:  # wake the thread only when it may be waiting for work, not per add
+                self._cond.notify()
 
     def add_judgments(self, run_id: str, judgments: list[Judgment], case_keys: dict[str, str]) -> None:
         """Queue judgments of a run (appended to what it has), with the cases' reuse keys."""
@@ -106,9 +107,12 @@ class StoreGate:
                     self._cond.wait()
                 if not self._pending() and self._closing:
                     return
-                wait = self.interval - (time.monotonic() - last)
-                if wait > 0 and not self._urgent and not self._closing:
-                    self._cond.wait(timeout=wait)
+                deadline = last + self.interval  # every add notifies: wait out the interval, not just the next add
+                while not self._urgent and not self._closing:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    self._cond.wait(timeout=remaining)
                 batch = [self._ops.popleft() for _ in range(min(len(self._ops), MAX_BATCH))]
                 responses, self._responses = self._responses, []
                 judgments, self._judgments = self._judgments, {}

@@ -174,6 +174,6 @@ def gate_after_run(store: Store, project: Project, run_id: str, run_split: str |
     cal = run.resolved.spec.calibration
     if run_split is not None and run_split not in ("all", cal.split) and cal.split != "all":
         return None
-    loaded = load(store, project, run_id)
+    loaded = load(store, project, run_id, lean=True)
     same = dataset is not None and dataset.sha256 == run.data_sha256
     return gate_only(loaded.source, loaded.case_ids, loaded.judgments, loaded.findings, dataset if same else None)

@@ -208,8 +208,8 @@ class Details:
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | None) -> "Details":
         if not data:
-            return cls()
-        known = {f.name for f in fields(cls)}
+            return NO_DETAILS if cls is Details else cls()
+        known = _DETAIL_FIELDS if cls is Details else {f.name for f in fields(cls)}
         values: dict[str, Any] = {k: (tuple(v) if isinstance(v, list) else v) for k, v in data.items() if k in known}
         values["pairwise"] = "order_ab" in data
         values["swapped"] = "order_ba" in data
@@ -217,6 +217,7 @@ class Details:
 
 
 NO_DETAILS = Details()
+_DETAIL_FIELDS = frozenset(f.name for f in fields(Details))
 
 
 @dataclass(frozen=True)

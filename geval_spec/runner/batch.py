@@ -437,16 +437,7 @@ class BatchSender(Executor):
                                 batch=True)
         self.journal.write(record)  # first: survives a kill
         self.sink(record)
-        p = self.progress
-        p.done += 1
-        p.prompt_tokens += completion.prompt_tokens or 0
-        p.completion_tokens += completion.completion_tokens or 0
-        p.cached_tokens += completion.cached_tokens or 0
-        p.reasoning_tokens += completion.reasoning_tokens or 0
-        if cost is None:
-            p.unpriced += 1
-        else:
-            p.cost += cost
+        self.progress.answered(completion)
         if request is None:
             return
         problem = self.check(request, completion) if self.check is not None else None

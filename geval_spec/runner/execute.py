@@ -74,6 +74,19 @@ class Progress:
         elapsed = time.monotonic() - self.started
         return self.done / elapsed if elapsed > 0 else 0.0
 
+    def answered(self, completion: Completion) -> None:
+        """Count one answer: its tokens, its cost (as the completion carries it) and the current rate."""
+        self.done += 1
+        self.prompt_tokens += completion.prompt_tokens or 0
+        self.completion_tokens += completion.completion_tokens or 0
+        self.cached_tokens += completion.cached_tokens or 0
+        self.reasoning_tokens += completion.reasoning_tokens or 0
+        self.mark((completion.prompt_tokens or 0) + (completion.completion_tokens or 0))
+        if completion.cost is None:
+            self.unpriced += 1
+        else:
+            self.cost += completion.cost
+
     def mark(self, tokens: int) -> None:
         """Count one answer (and its tokens) towards the current rate."""
         now = int(time.monotonic())
@@ -268,18 +281,9 @@ class Executor:
         self.sink(record)
         self.successes += 1
         p = self.progress
-        p.done += 1
-        p.prompt_tokens += completion.prompt_tokens or 0
-        p.completion_tokens += completion.completion_tokens or 0
-        p.cached_tokens += completion.cached_tokens or 0
-        p.reasoning_tokens += completion.reasoning_tokens or 0
-        p.mark((completion.prompt_tokens or 0) + (completion.completion_tokens or 0))
-        if completion.cost is None:
-            p.unpriced += 1
-        else:
-            p.cost += completion.cost
-            if completion.cached_tokens:
-                p.cache_saved += cache_saving(request.model, completion.cached_tokens)
+        p.answered(completion)
+        if completion.cost is not None and completion.cached_tokens:
+            p.cache_saved += cache_saving(request.model, completion.cached_tokens)
         if self.ceiling is not None:
             self.ceiling.settle(request, completion.cost)
         if self.check is not None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from geval_spec.judge.types import Details, Judgment, Verdict
+from geval_spec.judge.types import NO_DETAILS, Details, Judgment, Verdict
 from geval_spec.plugins import Finding
 from geval_spec.store.sql import IN, TRANSPORT_FAILED, dumps, loads
 
@@ -110,7 +110,10 @@ class JudgmentTables:
                                    [run_id]).fetchall()
         return valid, invalid, [(r[0], r[1]) for r in reasons], tuple(m[0] for m in methods)
 
-    def judgments(self, run_id: str) -> list[Judgment]:
+    def judgments(self, run_id: str, lean: bool = False) -> list[Judgment]:
+        """The run's judgments in case order. ``lean``: without the logprob distributions and details (except
+        TCVA's, which say whether verdicts were given), for what needs the scores only (the gate after a run:
+        at 100k cases the full objects would be the largest thing the run holds)."""
         vmap: dict[tuple[str, str], list[Verdict]] = {}
         for case_id, judge, statement, verdict, reason, support in self.con.execute(
                 "SELECT case_id, judge, statement, verdict, reason, support FROM verdicts WHERE run_id = ? "
@@ -118,13 +121,15 @@ class JudgmentTables:
             vmap.setdefault((case_id, judge), []).append(Verdict(statement, verdict, reason or "", support or ""))
         out = []
         for row in self.con.execute(
-                "SELECT j.case_id, j.judge, j.method, j.score, j.valid, j.reason, j.distribution_json, j.valid_mass, "
-                "j.samples_json, j.spread, j.details_json FROM judgments j LEFT JOIN run_cases c "
+                "SELECT j.case_id, j.judge, j.method, j.score, j.valid, j.reason, "
+                + ("NULL, " if lean else "j.distribution_json, ") + "j.valid_mass, j.samples_json, j.spread, "
+                + ("CASE WHEN j.method = 'verdicts' THEN j.details_json END" if lean else "j.details_json")
+                + " FROM judgments j LEFT JOIN run_cases c "
                 "ON c.run_id = j.run_id AND c.case_id = j.case_id WHERE j.run_id = ? ORDER BY c.position, j.judge",
                 [run_id]).fetchall():
             case_id, judge, method, score, valid, reason, dist, mass, samples, spread, details_json = row
             dist_v = loads(dist)
-            details = Details.from_json(loads(details_json))
+            details = Details.from_json(loads(details_json)) if details_json is not None else NO_DETAILS
             out.append(Judgment(
                 case_id=case_id, judge=judge, method=method, score=score, valid=bool(valid), reason=reason,
                 distribution=None if dist_v is None else {int(k): v for k, v in dist_v.items()}, valid_mass=mass,

@@ -25,6 +25,7 @@ from geval_spec.analysis.diagnostics import (
     samples_summary,
     validity_report,
 )
+from geval_spec.analysis.estimate import estimate
 from geval_spec.analysis.frame import Frame, case_resampling_warning, counts, levels_present, splits_present
 from geval_spec.analysis.gate import LevelResult, correlations, gate, level_result
 from geval_spec.analysis.resolve import Loaded
@@ -152,7 +153,8 @@ def build(loaded: Loaded, temperature: float | None = None, halfwidth: float = H
         agreement=human_agreement(frame, spec), judges=per_judge(frame, spec),
         panel=panel_summary(frame, loaded.run.judges), sweep=swept, disagreements=disagreements(frame),
         bootstrap=BootstrapInfo(draws=b.draws, seed=b.seed, unit=b.unit, level=b.level),
-        warnings=_warnings(frame, spec), plot=plot_data(frame, spec.calibration.metric))
+        warnings=_warnings(frame, spec), estimate=estimate(frame, spec),
+        plot=plot_data(frame, spec.calibration.metric))
 
 
 def _warnings(frame: Frame, spec: Spec) -> list[str]:

@@ -141,21 +141,23 @@ def _cell(y: np.ndarray[Any, Any], f: np.ndarray[Any, Any], labelled: np.ndarray
     return cell, est
 
 
-def _why(where: str, est: MeanEstimate, y: np.ndarray[Any, Any]) -> str | None:
-    """The warning for a cell without an interval, or None."""
-    n = est.n_labelled
-    if est.reason == REASON_TOO_FEW_LABELS:
-        return (f"estimate, {where}: {n} labelled case(s), fewer than estimate.min_labels ({est.min_labels}): "
-                "no interval; label more cases (geval-spec label-sample)")
-    if est.reason == REASON_CONSTANT_LABELS:
-        return (f"estimate, {where}: all {n} labels are equal ({float(y[0]):g}): their spread cannot be "
-                "estimated, so no interval; label more cases")
-    if est.reason == REASON_CONSTANT_JUDGE:
-        return (f"estimate, {where}: the judge gave every case the same score, so it says nothing about the "
-                "differences between cases: no PPI interval (the human-only one stands)")
-    if est.reason == REASON_ZERO_VARIANCE:
-        return f"estimate, {where}: the estimated variance is exactly 0: no interval"
-    return None
+def _warnings(cells: list[tuple[str, MeanEstimate, np.ndarray[Any, Any]]], min_labels: int) -> list[str]:
+    """Why cells have no interval: one warning for all the cells with too few labels, one per other cell."""
+    out: list[str] = []
+    few = [f"{where} ({est.n_labelled})" for where, est, _ in cells if est.reason == REASON_TOO_FEW_LABELS]
+    if few:
+        out.append(f"estimate: fewer than estimate.min_labels ({min_labels}) labelled cases, so no interval, for "
+                   f"{', '.join(few)}; label more cases at random (geval-spec label-sample)")
+    for where, est, y in cells:
+        if est.reason == REASON_CONSTANT_LABELS:
+            out.append(f"estimate, {where}: all {est.n_labelled} labels are equal ({float(y[0]):g}), so their "
+                       "spread cannot be estimated: no interval; label more cases")
+        elif est.reason == REASON_CONSTANT_JUDGE:
+            out.append(f"estimate, {where}: the judge gave every case the same score, so it tells the cases "
+                       "nothing apart: no PPI interval (the human-only one stands)")
+        elif est.reason == REASON_ZERO_VARIANCE:
+            out.append(f"estimate, {where}: the estimated variance is exactly 0: no interval")
+    return out
 
 
 def estimate(frame: Frame, spec: Spec) -> EstimateBlock | None:
@@ -175,8 +177,7 @@ def estimate(frame: Frame, spec: Spec) -> EstimateBlock | None:
         warnings.append(f"estimate: {excluded} of {frame.n} cases ({excluded / frame.n:.1%}) have no valid "
                         "judgment and are left out; failures are rarely random, so the estimate may be biased")
     overall, overall_est = _cell(y, f, labelled, spec, level)
-    why = _why("all cases", overall_est, y[labelled])
-    warnings += [why] if why else []
+    reasons = [("all cases", overall_est, y[labelled])]
     systems: dict[str, EstimateCell] | None = None
     differences: list[EstimateDifference] | None = None
     if spec.data.system is not None:
@@ -185,15 +186,16 @@ def estimate(frame: Frame, spec: Spec) -> EstimateBlock | None:
         for name in sorted(set(names.tolist()), key=_natural):
             mask = names == name
             systems[name], ests[name] = _cell(y[mask], f[mask], labelled[mask], spec, level)
-            why = _why(f"system {name}", ests[name], y[mask & labelled])
-            warnings += [why] if why else []
+            reasons.append((f"system {name}", ests[name], y[mask & labelled]))
         differences = []
         for a, b in combinations(systems, 2):
             d = difference(ests[a], ests[b])
             differences.append(EstimateDifference(a=a, b=b, value=rounded(d.value), ci_low=rounded(d.ci_low),
                                                   ci_high=rounded(d.ci_high)))
+    min_labels = settings.min_labels if settings is not None else 10
+    warnings += _warnings(reasons, min_labels)
     return EstimateBlock(
-        method=METHOD, level=level, min_labels=settings.min_labels if settings is not None else 10,
+        method=METHOD, level=level, min_labels=min_labels,
         target_halfwidth=settings.target_halfwidth if settings is not None else None,
         scale=(float(frame.human_scale[0]), float(frame.human_scale[1])),
         labelled=int(labelled.sum()), unlabelled=int((~labelled).sum()), excluded_invalid=excluded,

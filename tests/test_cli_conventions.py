@@ -78,7 +78,7 @@ def test_shell_completion():
     assert done.returncode == 0 and done.stdout.split() == ["validate"]
 
 
-@pytest.mark.parametrize("command", ["init", "list", "validate", "schema", "render"])
+@pytest.mark.parametrize("command", ["init", "list", "validate", "schema", "render", "label-sample"])
 def test_help_has_examples_and_exit_codes(command):
     res = cli(command, "--help")
     assert res.code == 0 and "Examples:" in res.out and "Exit codes:" in res.out

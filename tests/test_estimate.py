@@ -261,3 +261,17 @@ def test_allocation_is_proportional_with_largest_remainders() -> None:
     assert allocate(3, {"a": 1, "b": 1, "c": 1, "d": 1}) == {"a": 1, "b": 1, "c": 1, "d": 0}
     assert allocate(7, {"a": 10, "b": 3, "c": 1}) == {"a": 5, "b": 2, "c": 0}
     assert sum(allocate(17, {"x": 13, "y": 29, "z": 2}).values()) == 17
+
+
+def test_t_quantile_matches_scipy() -> None:
+    from scipy.special import stdtrit
+
+    from geval_spec.analysis.student_t import t_quantile
+
+    for level in (0.5, 0.8, 0.9, 0.95, 0.99, 0.999):
+        for df in [*range(1, 40), 99, 1000, 1001, 5000, 10**6]:
+            assert t_quantile(level, df) == pytest.approx(float(stdtrit(df, 0.5 + level / 2)), rel=1e-11)
+    with pytest.raises(ValueError):
+        t_quantile(1.0, 5)
+    with pytest.raises(ValueError):
+        t_quantile(0.95, 0)

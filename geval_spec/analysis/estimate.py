@@ -17,8 +17,8 @@ intervals (:mod:`geval_spec.analysis.ppi`, PPI++). Each cell reports:
 
 Intervals are Student's t intervals on the rectified labels (sample
 variances, ``n - 1`` degrees of freedom), at ``estimate.level`` (default
-``bootstrap.level``); the t quantile comes from scipy, imported only when an
-estimate is made. ``differences`` holds the PPI difference ``b - a`` for
+``bootstrap.level``); the t quantile is computed in the standard library
+(:mod:`geval_spec.analysis.student_t`). ``differences`` holds the PPI difference ``b - a`` for
 every pair of systems; systems are independent samples, so the variances add.
 
 Cases without a valid judgment are left out and counted
@@ -48,6 +48,7 @@ from geval_spec.analysis.ppi import (
     ppi_mean,
 )
 from geval_spec.analysis.result_base import Interval, Result, rounded
+from geval_spec.analysis.student_t import t_quantile
 from geval_spec.spec.sections import Spec
 
 __all__ = ["EstimateBlock", "EstimateCell", "EstimateDifference", "JudgeOnly", "estimate", "student_t"]
@@ -103,13 +104,8 @@ class EstimateBlock(Result):
 
 
 def student_t(level: float, df: int) -> float:
-    """The two-sided critical value of Student's t with ``df`` degrees of freedom at ``level``.
-
-    scipy.special is imported here, on first use (scipy.stats takes far longer to import).
-    """
-    from scipy.special import stdtrit
-
-    return float(stdtrit(df, 0.5 + level / 2))
+    """The two-sided critical value of Student's t with ``df`` degrees of freedom at ``level``."""
+    return t_quantile(level, df)
 
 
 def _natural(name: str) -> tuple[Any, ...]:

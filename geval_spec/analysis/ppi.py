@@ -40,9 +40,9 @@ numbers these match:
   Student's t quantile, the variances are sample variances (divisors ``n - 1``
   and ``N - 1``) and the quantile is t's with ``n - 1`` degrees of freedom,
   the textbook small-sample interval for the mean of the rectified labels
-  ``Y - lam f``; the analysis layer passes scipy's (this module stays numpy
-  only). docs/estimate-math.md gives the coverage that decided it. No
-  finite-population correction is applied: for the mean of a fixed set of
+  ``Y - lam f``; the report passes
+  :func:`geval_spec.analysis.student_t.t_quantile`. docs/estimate-math.md
+  gives the coverage that decided it. No finite-population correction is applied: for the mean of a fixed set of
   ``n + N`` cases the variance is overstated by about ``Var(Y)/(n + N)``, so
   intervals are conservative there.
 - The human-only interval uses the same quantile and divisor, so it is

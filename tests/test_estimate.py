@@ -275,3 +275,23 @@ def test_t_quantile_matches_scipy() -> None:
         t_quantile(1.0, 5)
     with pytest.raises(ValueError):
         t_quantile(0.95, 0)
+
+
+def test_the_estimate_block_is_in_the_analysis_fingerprint_only() -> None:
+    from geval_spec.spec.load import load_spec
+    from geval_spec.spec.project import Project, SpecSource
+
+    from conftest import ROOT
+
+    src = Project(ROOT).resolve("summeval-consistency-40-labels")
+
+    def fps(text: str) -> tuple[str, str]:
+        parsed = load_spec(SpecSource(display=src.display, text=text, root=src.root, rel=src.rel))
+        return parsed.judging_fp, parsed.analysis_fp
+
+    base = fps(src.text)
+    assert "target_halfwidth: 0.05" in src.text
+    changed = fps(src.text.replace("target_halfwidth: 0.05", "target_halfwidth: 0.03"))
+    assert changed[0] == base[0] and changed[1] != base[1]
+    without = fps(src.text[:src.text.index("estimate:")])
+    assert without[0] == base[0] and without[1] != base[1]

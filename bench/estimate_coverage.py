@@ -2,6 +2,10 @@
 
     .venv/bin/python bench/estimate_coverage.py
 
+Every interval is the one the report gives (geval_spec.analysis.estimate):
+Student's t with sample variances (``t_quantile=student_t``); the human-only
+interval is the same t-interval of the labels alone.
+
 1. SummEval consistency with the judge's recorded TCVA scores at T = 0.5 and
    0.9 (specs/data/tcva/reference/summeval_tcva_scores.json, matched to
    specs/data/tcva/summeval-consistency.jsonl by id; a score of -1 is a failed
@@ -38,7 +42,15 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing the package
 
-from geval_spec.analysis.ppi import MeanEstimate, ppi_mean, ppi_mean_difference
+from functools import partial
+
+from geval_spec.analysis.estimate import student_t
+from geval_spec.analysis.ppi import MeanEstimate
+from geval_spec.analysis.ppi import ppi_mean as _ppi_mean
+from geval_spec.analysis.ppi import ppi_mean_difference as _ppi_mean_difference
+
+ppi_mean = partial(_ppi_mean, t_quantile=student_t)  # the report's intervals
+ppi_mean_difference = partial(_ppi_mean_difference, t_quantile=student_t)
 
 DATA = ROOT / "specs" / "data" / "tcva" / "summeval-consistency.jsonl"
 SCORES = ROOT / "specs" / "data" / "tcva" / "reference" / "summeval_tcva_scores.json"

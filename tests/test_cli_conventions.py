@@ -82,7 +82,7 @@ def test_shell_completion():
 
 
 @pytest.mark.parametrize("command", ["init", "list", "validate", "schema", "render", "run", "batches", "import",
-                                     "export", "merge", "report", "sweep", "audit", "compare"])
+                                     "export", "merge", "report", "sweep", "audit", "compare", "label-sample"])
 def test_help_has_examples_and_exit_codes(command):
     res = cli(command, "--help")
     assert res.code == 0 and "Examples:" in res.out and "Exit codes:" in res.out

@@ -25,7 +25,8 @@ from geval_spec.analysis.diagnostics import (
     samples_summary,
     validity_report,
 )
-from geval_spec.analysis.frame import Frame, case_resampling_warning, counts, levels_present, splits_present
+from geval_spec.analysis.estimate import EstimateBlock, estimate
+from geval_spec.analysis.frame import Frame, Source, case_resampling_warning, counts, levels_present, splits_present
 from geval_spec.analysis.gate import LevelResult, correlations, gate, level_result
 from geval_spec.analysis.resolve import Loaded
 from geval_spec.analysis.results import (
@@ -46,6 +47,8 @@ from geval_spec.analysis.results import (
 )
 from geval_spec.analysis.samplesize import HALFWIDTH, sample_size
 from geval_spec.analysis.sweep import sweep
+from geval_spec.errors import SpecError
+from geval_spec.spec.checks import halfwidth_problem
 from geval_spec.spec.sections import Spec
 
 TOP_DISAGREEMENTS = 10
@@ -152,7 +155,21 @@ def build(loaded: Loaded, temperature: float | None = None, halfwidth: float = H
         agreement=human_agreement(frame, spec), judges=per_judge(frame, spec),
         panel=panel_summary(frame, loaded.run.judges), sweep=swept, disagreements=disagreements(frame),
         bootstrap=BootstrapInfo(draws=b.draws, seed=b.seed, unit=b.unit, level=b.level),
-        warnings=_warnings(frame, spec), plot=plot_data(frame, spec.calibration.metric))
+        warnings=_warnings(frame, spec), estimate=_estimate(frame, source),
+        plot=plot_data(frame, spec.calibration.metric))
+
+
+def _estimate(frame: Frame, source: Source) -> EstimateBlock | None:
+    """The estimate, or None when every valid case is labelled; a target half-width wider than the scale is an error."""
+    block = estimate(frame, source.spec)
+    target = source.spec.estimate.target_halfwidth if source.spec.estimate is not None else None
+    if block is not None and target is not None:
+        how = "data.human_scale" if source.spec.data.human_scale is not None else \
+            "the range of the human scores, since data.human_scale is not set"
+        why = halfwidth_problem(target, frame.human_scale, how)
+        if why:
+            raise SpecError(problems=[source.problem(("estimate", "target_halfwidth"), why)])
+    return block
 
 
 def _warnings(frame: Frame, spec: Spec) -> list[str]:

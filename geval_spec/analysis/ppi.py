@@ -33,18 +33,21 @@ numbers these match:
   falls back to the labels alone instead of being trusted; values above 1
   would extrapolate past the original PPI. A ``lam`` passed by the caller is
   used as given, unclipped (the estimator is unbiased for any fixed ``lam``).
-- The variance is estimated as ``lam^2 * var(f~)/N + var(Y - lam*f)/n`` with
-  divisors ``N`` and ``n`` (PPI's Algorithm for the mean), and the interval is
-  the normal one, ``theta +- z_{1-alpha/2} * se``. No finite-population
-  correction is applied: the papers treat every case as an independent draw
-  from an infinite population. When the target is the mean of a fixed, finite
-  set of ``n + N`` cases, this overstates the variance by about
-  ``Var(Y)/(n + N)`` (see docs/estimate-math.md), so intervals are
-  conservative there.
-- The human-only interval uses the same normal quantile and divisor ``n``
-  (``ppi_py.classical_mean_ci``), so it is exactly the ``lam = 0`` case and a
-  width comparison measures the judge's contribution alone. Both intervals are
-  somewhat narrow for small ``n`` (z instead of t, divisor ``n``).
+- The variance is estimated as ``lam^2 * var(f~)/N + var(Y - lam*f)/n``. By
+  default the divisors are ``N`` and ``n`` and the interval is the normal
+  one, ``theta +- z_{1-alpha/2} * se`` (PPI's Algorithm for the mean,
+  ``ppi_py.ppi_mean_ci``). Given ``t_quantile``, a function returning
+  Student's t quantile, the variances are sample variances (divisors ``n - 1``
+  and ``N - 1``) and the quantile is t's with ``n - 1`` degrees of freedom,
+  the textbook small-sample interval for the mean of the rectified labels
+  ``Y - lam f``; the report passes
+  :func:`geval_spec.analysis.student_t.t_quantile`. docs/estimate-math.md
+  gives the coverage that decided it. No finite-population correction is applied: for the mean of a fixed set of
+  ``n + N`` cases the variance is overstated by about ``Var(Y)/(n + N)``, so
+  intervals are conservative there.
+- The human-only interval uses the same quantile and divisor, so it is
+  exactly the ``lam = 0`` case and a width comparison measures the judge's
+  contribution alone.
 
 Degenerate inputs give point estimates where they are defined, no interval,
 and a machine-readable ``reason`` (see the ``REASON_*`` constants).
@@ -54,11 +57,14 @@ The module needs numpy and the standard library only.
 """
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from statistics import NormalDist
+from typing import Callable
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+
+from geval_spec.analysis.ppi_inputs import check_min_labels, checked_level, validated
 
 __all__ = [
     "REASON_CONSTANT_JUDGE",
@@ -68,7 +74,9 @@ __all__ = [
     "ClassicalEstimate",
     "DifferenceEstimate",
     "MeanEstimate",
+    "Quantile",
     "ppi_mean",
+    "difference",
     "ppi_mean_difference",
     "tuned_lambda",
 ]
@@ -86,15 +94,18 @@ cases and a constant judge on the unlabelled ones): a zero-width interval would 
 
 DEFAULT_MIN_LABELS = 10
 
+Quantile = Callable[[float, int], float]
+"""``(level, df) -> `` the two-sided critical value of Student's t with ``df`` degrees of freedom at ``level``."""
+
 
 @dataclass(frozen=True)
 class ClassicalEstimate:
     """A mean (or difference of means) from the human labels alone.
 
-    ``value`` is the labels' mean; the interval is ``value +- z * std_error``
-    with ``std_error = sqrt(var(Y)/n)``, the variance with divisor ``n`` and
-    ``z`` the standard normal quantile (a z-interval, not a t-interval; it is
-    the PPI interval at ``lam = 0``). For a difference of two independent
+    ``value`` is the labels' mean; the interval is ``value +- q * std_error``
+    with ``std_error = sqrt(var(Y)/n)``: ``q`` and the divisor of ``var`` are
+    those of the PPI interval (normal and ``n``, or t and ``n - 1``), so it is
+    the PPI interval at ``lam = 0``. For a difference of two independent
     means the variances add. ``value`` is None without labels; the interval
     and ``std_error`` are None when the estimate's ``reason`` rules the labels
     out (too few, or all equal).
@@ -114,8 +125,8 @@ class MeanEstimate:
 
     - ``value``: the prediction-powered point ``lam*mean(f~) + mean(Y - lam*f)``
       (None without labels).
-    - ``ci_low``, ``ci_high``: its normal interval at ``level``, None when
-      ``reason`` is set.
+    - ``ci_low``, ``ci_high``: its interval at ``level``, None when ``reason``
+      is set.
     - ``std_error``: ``sqrt(lam^2 var(f~)/N + var(Y - lam f)/n)``, None when
       ``reason`` is set.
     - ``lam``: the weight used: tuned (PPI++, clipped to [0, 1]) unless the
@@ -130,6 +141,8 @@ class MeanEstimate:
       without an interval.
     - ``reason``: why there is no interval (a ``REASON_*`` constant), or None.
     - ``min_labels``: the fewest labels for which an interval is given.
+    - ``t_quantile``: Student's t quantile when the interval is a t-interval
+      (``n - 1`` degrees of freedom, sample variances), None for the normal one.
     """
 
     value: float | None
@@ -145,13 +158,18 @@ class MeanEstimate:
     effective_labels: float | None
     reason: str | None
     min_labels: int
+    t_quantile: Quantile | None = field(default=None, repr=False, compare=False)
+
+    def critical(self, labels: int | None = None) -> float:
+        """The interval's quantile with ``labels`` labelled cases (default ``n``): z, or t with ``labels - 1`` df."""
+        return _critical(self.level, self.t_quantile, self.n_labelled if labels is None else labels)
 
     @property
     def halfwidth(self) -> float | None:
-        """Half the interval's width, ``z * std_error``; None without an interval."""
+        """Half the interval's width, ``critical() * std_error``; None without an interval."""
         if self.std_error is None:
             return None
-        return _z(self.level) * self.std_error
+        return self.critical() * self.std_error
 
     def labels_needed(self, target_halfwidth: float) -> int | None:
         """The fewest labels giving an interval no wider than ``+- target_halfwidth``.
@@ -163,12 +181,14 @@ class MeanEstimate:
 
             lam^2 var(f~) / (m N/n) + var(Y - lam f) / m = n * se^2 / m,
 
-        so the half-width is ``z * sqrt(n se^2 / m)`` and the answer is the
-        smallest integer ``m >= n se^2 z^2 / target^2``, and at least
-        ``min_labels`` (below it no interval is given). The bound is solved in
-        closed form, then checked against the half-width formula itself so
-        rounding cannot put it off by one. None when this estimate has no
-        interval.
+        so the half-width is ``q(m) * sqrt(n se^2 / m)``, with ``q(m)`` the
+        interval's quantile at ``m`` labels (z, or t with ``m - 1`` df), and the
+        answer is the smallest such ``m`` reaching the target, at least
+        ``min_labels`` (below it no interval is given). The z bound
+        ``m >= n se^2 z^2 / target^2`` is solved in closed form, then checked
+        against the half-width formula itself, stepping up while it is too
+        wide, so rounding (and t's larger quantile) cannot put it off by one.
+        None when this estimate has no interval.
         """
         if not (math.isfinite(target_halfwidth) and target_halfwidth > 0):
             raise ValueError(f"target_halfwidth must be a positive finite number, got {target_halfwidth!r}")
@@ -178,7 +198,7 @@ class MeanEstimate:
         scale = self.n_labelled * self.std_error**2
 
         def halfwidth_at(m: int) -> float:
-            return z * math.sqrt(scale / m)
+            return self.critical(m) * math.sqrt(scale / m)
 
         m = max(math.ceil(scale * z * z / target_halfwidth**2), self.min_labels)
         while m > self.min_labels and halfwidth_at(m - 1) <= target_halfwidth:
@@ -194,12 +214,14 @@ class DifferenceEstimate:
 
     The two samples are independent, so each side is estimated on its own
     (its own tuned ``lam``) and the variances add:
-    ``std_error = sqrt(se_A^2 + se_B^2)``; the interval is normal at ``level``.
+    ``std_error = sqrt(se_A^2 + se_B^2)``; the interval at ``level`` is the
+    normal one, or with the sides' t quantile Student's t with
+    ``min(n_A, n_B) - 1`` degrees of freedom (the lower bound of Welch's).
 
     Fields: ``value``, ``ci_low``, ``ci_high``, ``std_error`` (the PPI
     difference; None where a side lacks them), ``level``, ``a`` and ``b`` (the
     two single-system estimates), ``human_only`` (difference of the label
-    means, variances added, same z-interval), ``judge_only`` (difference of
+    means, variances added, same quantile), ``judge_only`` (difference of
     the judge means over all cases) and ``reason``: None, or the side and its
     reason, e.g. ``"a:too_few_labels"`` (``a`` when both sides have one).
     """
@@ -227,7 +249,7 @@ def tuned_lambda(y_labelled: ArrayLike, f_labelled: ArrayLike, f_unlabelled: Arr
     without unlabelled cases (nothing to borrow) and None when it is undefined:
     no labels, or a judge constant over all cases.
     """
-    y, f_l, f_u = _validated(y_labelled, f_labelled, f_unlabelled)
+    y, f_l, f_u = validated(y_labelled, f_labelled, f_unlabelled)
     return _tuned_lambda(y, f_l, f_u, np.concatenate((f_l, f_u)))
 
 
@@ -238,6 +260,7 @@ def ppi_mean(
     level: float = 0.95,
     lam: float | None = None,
     min_labels: int = DEFAULT_MIN_LABELS,
+    t_quantile: Quantile | None = None,
 ) -> MeanEstimate:
     """Estimate the mean human score from ``n`` labelled pairs and ``N`` judge-only cases.
 
@@ -250,6 +273,9 @@ def ppi_mean(
         lam: a fixed weight (1 = original PPI, 0 = labels only); None tunes it
             (PPI++, clipped to [0, 1]). Without unlabelled cases it is 0.
         min_labels: fewest labelled cases for an interval (at least 2).
+        t_quantile: Student's t quantile ``(level, df) -> critical value``: the
+            interval becomes a t-interval (sample variances, ``n - 1`` df).
+            None: the normal interval with divisors ``n`` and ``N`` (as ppi_py).
 
     Returns a :class:`MeanEstimate`. Degenerate inputs (fewer than
     ``min_labels`` labels, all labels equal, a constant judge, a zero variance
@@ -260,9 +286,9 @@ def ppi_mean(
             lengths, no cases at all, a bad ``level``, ``lam`` or ``min_labels``,
             or a nonzero ``lam`` without unlabelled cases.
     """
-    y, f_l, f_u = _validated(y_labelled, f_labelled, f_unlabelled)
-    level = _checked_level(level)
-    _check_min_labels(min_labels)
+    y, f_l, f_u = validated(y_labelled, f_labelled, f_unlabelled)
+    level = checked_level(level)
+    check_min_labels(min_labels)
     if lam is not None:
         try:
             lam = float(lam)
@@ -272,7 +298,7 @@ def ppi_mean(
             raise ValueError(f"lam must be a finite number or None, got {lam!r}")
         if f_u.size == 0 and lam != 0:
             raise ValueError(f"lam={lam!r} needs unlabelled judge scores; with none, only lam=0 is defined")
-    return _estimate(y, f_l, f_u, level, lam, min_labels)
+    return _estimate(y, f_l, f_u, level, lam, min_labels, t_quantile)
 
 
 def ppi_mean_difference(
@@ -287,24 +313,38 @@ def ppi_mean_difference(
     lam_a: float | None = None,
     lam_b: float | None = None,
     min_labels: int = DEFAULT_MIN_LABELS,
+    t_quantile: Quantile | None = None,
 ) -> DifferenceEstimate:
     """Estimate ``mean_B - mean_A`` for systems A and B evaluated on different cases.
 
     Each side is :func:`ppi_mean` on its own data (its own tuned ``lam``
     unless ``lam_a``/``lam_b`` are given). The samples are independent, so
-    the difference's variance is the sum of the two; the interval is normal
-    at ``level``. The human-only and judge-only differences are computed the
-    same way from the sides' baselines. A PPI (or human-only) interval exists
-    only when both sides have one.
+    the difference's variance is the sum of the two (see
+    :func:`difference`). A PPI (or human-only) interval exists only when both
+    sides have one.
 
     Not for paired designs (both systems judged on the same cases): their
     estimates are correlated and the variances do not simply add.
     """
-    a = ppi_mean(y_labelled_a, f_labelled_a, f_unlabelled_a, level=level, lam=lam_a, min_labels=min_labels)
-    b = ppi_mean(y_labelled_b, f_labelled_b, f_unlabelled_b, level=level, lam=lam_b, min_labels=min_labels)
-    z = _z(a.level)
-    value, ci_low, ci_high, std_error = _difference(a.value, a.std_error, b.value, b.std_error, z)
-    human = _difference(a.human_only.value, a.human_only.std_error, b.human_only.value, b.human_only.std_error, z)
+    a = ppi_mean(y_labelled_a, f_labelled_a, f_unlabelled_a, level=level, lam=lam_a, min_labels=min_labels,
+                 t_quantile=t_quantile)
+    b = ppi_mean(y_labelled_b, f_labelled_b, f_unlabelled_b, level=level, lam=lam_b, min_labels=min_labels,
+                 t_quantile=t_quantile)
+    return difference(a, b)
+
+
+def difference(a: MeanEstimate, b: MeanEstimate) -> DifferenceEstimate:
+    """``b - a`` from two estimates made on independent cases at the same level with the same quantile.
+
+    The variances add; the quantile is a's: z, or t with ``min(n_a, n_b) - 1``
+    degrees of freedom. The human-only and judge-only differences are made the
+    same way from the sides' baselines.
+    """
+    if a.level != b.level or a.t_quantile is not b.t_quantile:
+        raise ValueError("the two estimates must share their level and quantile")
+    q = _critical(a.level, a.t_quantile, min(a.n_labelled, b.n_labelled))
+    value, ci_low, ci_high, std_error = _difference(a.value, a.std_error, b.value, b.std_error, q)
+    human = _difference(a.human_only.value, a.human_only.std_error, b.human_only.value, b.human_only.std_error, q)
     if a.reason is not None:
         reason: str | None = f"a:{a.reason}"
     elif b.reason is not None:
@@ -332,10 +372,12 @@ def _estimate(
     level: float,
     lam: float | None,
     min_labels: int,
+    t_quantile: Quantile | None = None,
 ) -> MeanEstimate:
     """Compute a :class:`MeanEstimate` from validated arrays (see :func:`ppi_mean`)."""
     n, big_n = y.size, f_u.size
-    z = _z(level)
+    z = _critical(level, t_quantile, n)
+    ddof = 0 if t_quantile is None else 1
     pooled = np.concatenate((f_l, f_u))
     constant_judge = bool(np.ptp(pooled) == 0)
     if n < min_labels:
@@ -350,7 +392,7 @@ def _estimate(
     human_value = float(np.mean(y)) if n else None
     human = ClassicalEstimate(human_value, None, None, None)
     if reason not in (REASON_TOO_FEW_LABELS, REASON_CONSTANT_LABELS):
-        human = ClassicalEstimate(*_interval(float(np.mean(y)), float(np.var(y)) / n, z))
+        human = ClassicalEstimate(*_interval(float(np.mean(y)), float(np.var(y, ddof=ddof)) / n, z))
 
     if lam is None and n:
         lam = _tuned_lambda(y, f_l, f_u, pooled)
@@ -363,7 +405,7 @@ def _estimate(
 
     ci_low = ci_high = std_error = effective = None
     if reason is None and lam is not None and value is not None:
-        variance = _variance(y, f_l, f_u, lam)
+        variance = _variance(y, f_l, f_u, lam, ddof)
         if variance == 0:
             reason = REASON_ZERO_VARIANCE
         else:
@@ -383,6 +425,7 @@ def _estimate(
         effective_labels=effective,
         reason=reason,
         min_labels=min_labels,
+        t_quantile=t_quantile,
     )
 
 
@@ -411,12 +454,14 @@ def _point(y: NDArray[np.float64], f_l: NDArray[np.float64], f_u: NDArray[np.flo
     return rectified + lam * float(np.mean(f_u))
 
 
-def _variance(y: NDArray[np.float64], f_l: NDArray[np.float64], f_u: NDArray[np.float64], lam: float) -> float:
-    """``var(Y - lam f)/n + lam^2 var(f~)/N``, divisors ``n`` and ``N`` (PPI, Algorithm for the mean)."""
-    rectifier = float(np.var(y - lam * f_l)) / y.size
+def _variance(y: NDArray[np.float64], f_l: NDArray[np.float64], f_u: NDArray[np.float64], lam: float,
+              ddof: int = 0) -> float:
+    """``var(Y - lam f)/n + lam^2 var(f~)/N``: divisors ``n`` and ``N`` (PPI's algorithm) with ``ddof = 0``;
+    ``n - 1`` and ``N - 1`` with ``ddof = 1`` (``N`` when ``N = 1``, whose term is then 0)."""
+    rectifier = float(np.var(y - lam * f_l, ddof=ddof)) / y.size
     if f_u.size == 0:
         return rectifier
-    return rectifier + lam**2 * float(np.var(f_u)) / f_u.size
+    return rectifier + lam**2 * float(np.var(f_u, ddof=ddof if f_u.size > 1 else 0)) / f_u.size
 
 
 def _interval(value: float, variance: float, z: float) -> tuple[float, float, float, float]:
@@ -435,52 +480,13 @@ def _difference(
     return _interval(value, se_a**2 + se_b**2, z)
 
 
+def _critical(level: float, t_quantile: Quantile | None, labels: int) -> float:
+    """z, or Student's t quantile with ``labels - 1`` degrees of freedom (z below 2 labels: no interval then)."""
+    if t_quantile is None or labels < 2:
+        return _z(level)
+    return float(t_quantile(level, labels - 1))
+
+
 def _z(level: float) -> float:
     """The two-sided standard normal quantile ``z_{1-alpha/2}`` for ``level = 1 - alpha``."""
     return NormalDist().inv_cdf(0.5 + level / 2)
-
-
-def _checked_level(level: float) -> float:
-    """``level`` as a float strictly between 0 and 1."""
-    try:
-        value = float(level)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"level must be a number strictly between 0 and 1, got {level!r}") from exc
-    if not 0 < value < 1:
-        raise ValueError(f"level must be a number strictly between 0 and 1, got {level!r}")
-    return value
-
-
-def _check_min_labels(min_labels: int) -> None:
-    """``min_labels`` must be an integer of at least 2 (a variance needs two values)."""
-    if isinstance(min_labels, bool) or not isinstance(min_labels, (int, np.integer)) or min_labels < 2:
-        raise ValueError(f"min_labels must be an integer >= 2, got {min_labels!r}")
-
-
-def _validated(
-    y_labelled: ArrayLike, f_labelled: ArrayLike, f_unlabelled: ArrayLike
-) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
-    """The three inputs as 1-D float arrays; ``ValueError`` naming the first problem found."""
-    arrays = []
-    for name, values in (("y_labelled", y_labelled), ("f_labelled", f_labelled), ("f_unlabelled", f_unlabelled)):
-        try:
-            array = np.asarray(values, dtype=float)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"{name} must be a sequence of numbers: {exc}") from exc
-        if array.ndim != 1:
-            raise ValueError(f"{name} must be one-dimensional, got shape {array.shape}")
-        finite = np.isfinite(array)
-        if not finite.all():
-            bad = np.flatnonzero(~finite)
-            raise ValueError(
-                f"{name} has {bad.size} non-finite value(s) (NaN or infinity), the first at index {int(bad[0])}"
-            )
-        arrays.append(array)
-    y, f_l, f_u = arrays
-    if y.size != f_l.size:
-        raise ValueError(
-            f"y_labelled and f_labelled must pair up case by case, got lengths {y.size} and {f_l.size}"
-        )
-    if y.size + f_u.size == 0:
-        raise ValueError("no cases: y_labelled, f_labelled and f_unlabelled are all empty")
-    return y, f_l, f_u

@@ -14,46 +14,13 @@ functions of these values.
 
 from __future__ import annotations
 
-import math
-from typing import Any, ClassVar
+from pydantic import Field
 
-import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
-
-
-def rounded(x: float | np.floating[Any] | None, digits: int = 4) -> float | None:
-    """Fixed rounding for reports: None for missing or non-finite values."""
-    if x is None:
-        return None
-    value = float(x)
-    return round(value, digits) if math.isfinite(value) else None
-
-
-class Result(BaseModel):
-    """Base of every result: frozen, no unknown fields, some keys left out when they do not apply."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
-    OMIT_IF_NONE: ClassVar[frozenset[str]] = frozenset()
-
-    def omitted(self) -> set[str]:
-        """The keys this value leaves out of its JSON: by default, those of OMIT_IF_NONE that are None."""
-        return {key for key in self.OMIT_IF_NONE if getattr(self, key) is None}
-
-    @model_serializer(mode="wrap")
-    def _omit(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        data: dict[str, Any] = handler(self)
-        for key in self.omitted():
-            data.pop(key, None)
-        return data
+from geval_spec.analysis.estimate import EstimateBlock
+from geval_spec.analysis.result_base import Interval, Result, rounded
 
 
 # -- shared pieces -------------------------------------------------------------------------
-class Interval(Result):
-    value: float | None
-    ci_low: float | None
-    ci_high: float | None
-
-
 class LevelEntry(Result):
     """One split and level of the correlation table."""
 
@@ -453,8 +420,13 @@ class PlotData(Result):
 
 
 class Calibration(Result):
-    """The calibration report of one run under one spec's analysis settings."""
+    """The calibration report of one run under one spec's analysis settings.
 
+    ``estimate`` (the human-scale mean from a few labels) is left out of the JSON when every valid case is
+    labelled, so fully labelled data gives the report it always gave.
+    """
+
+    OMIT_IF_NONE = frozenset({"estimate"})
     spec: SpecInfo
     run: RunBlock
     cases: CasesBlock
@@ -469,4 +441,5 @@ class Calibration(Result):
     disagreements: list[Disagreement]
     bootstrap: BootstrapInfo
     warnings: list[str]
+    estimate: EstimateBlock | None = None  # only when some valid case is unlabelled
     plot: PlotData | None = Field(default=None, exclude=True)

@@ -1,4 +1,4 @@
-"""``report``, ``sweep``, ``compare`` and ``audit``: the commands that analyse; none of them sends a request
+"""``report``, ``sweep``, ``compare``, ``audit`` and ``label-sample``: the commands that analyse; none sends a request
 (``compare --run`` excepted)."""
 
 from __future__ import annotations
@@ -239,5 +239,51 @@ def audit(
     result = run_audit(parsed.spec, read_cases(parsed), halfwidth=halfwidth)
     written = write_out(to_json(result) if fmt == "json" else to_markdown(result), out, default)
     if written is not None:
+        echo(f"wrote {written}")
+    return EXIT_OK
+
+
+@app.command("label-sample")
+@handled
+def label_sample(
+    ref: str = typer.Argument(..., help="A spec REF."),
+    n: int = typer.Option(..., "--n", help="How many unlabelled cases to draw (at most the unlabelled count)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the draw: the same seed gives the same sample."),
+    out: Optional[Path] = typer.Option(None, "--out", help=OUT_HELP.format(name="label-sample.csv")),
+) -> int:
+    """The unlabelled cases to label next, drawn at random, as a CSV for annotators; needs no judge.
+
+    Uniform among the unlabelled cases of the spec's data, in proportion per system when data.system is set.
+    The estimate (docs/estimate.md) is unbiased only for a random sample: do not pick the cases by hand.
+
+    \b
+    Examples:
+      geval-spec label-sample summary-consistency --n 40
+      geval-spec label-sample summary-consistency --n 40 --seed 7 --out to-label.csv
+
+    \b
+    Exit codes:
+      0  written (or printed with --out -)
+      2  invalid spec or data, an unknown REF, or --n below 1 or above the unlabelled count
+    """
+    from geval_spec.analysis.labelsample import label_sample as draw
+    from geval_spec.dataset.cases import read_cases
+    from geval_spec.files import prepare_output
+    from geval_spec.output.labelsample import to_csv
+    from geval_spec.spec.load import load_spec
+
+    if out is not None and str(out) != "-":
+        prepare_output(out, "label sample")
+    proj = project()
+    parsed = load_spec(proj.resolve(ref))
+    default = proj.root / "reports" / parsed.name / "label-sample.csv"
+    if out is None:
+        prepare_output(default, "label sample")
+    sample = draw(parsed.spec, read_cases(parsed), n, seed)
+    written = write_out(to_csv(sample), out, default)
+    if written is not None:
+        systems = ", ".join(f"{name}: {drawn} of {size}" for name, drawn, size in sample.per_system)
+        echo(f"{len(sample.rows)} of {sample.unlabelled} unlabelled cases, seed {seed}"
+             + (f" (per system {systems})" if systems else ""))
         echo(f"wrote {written}")
     return EXIT_OK

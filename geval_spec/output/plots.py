@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from geval_spec.analysis.results import Calibration, PlotData, SweepBlock
+from geval_spec.output.estimate import estimate_plot
 from geval_spec.output.svg import Chart
 
 COLORS = {"dev": "#1f77b4", "test": "#d62728", "examples": "#7f7f7f", None: "#555555"}
@@ -93,4 +94,6 @@ def all_plots(report: Calibration) -> dict[str, str]:
     group = per_group(data, report.gate.metric)
     if group:
         plots["Correlation per source group"] = group
+    if report.estimate is not None:
+        plots["Estimated human-scale mean: judge-only, human-only, PPI"] = estimate_plot(report.estimate)
     return plots

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from geval_spec.analysis.results import Calibration, Compression, Diagnostics, LengthTooFew, SampleSize, SweepBlock
+from geval_spec.output.estimate import estimate_markdown
 from geval_spec.output.markdown import document, est_md, f3, md_escape, table
 
 
@@ -65,7 +66,9 @@ def _correlation(r: Calibration) -> list[str]:
             + table(["split", "level", "n:", "spearman:", "pearson:", "kendall:"], rows)
             + ["", "n counts cases with a valid judgment and a human score (groups at group level, systems at system "
                    "level). Group level is the mean of per-group correlations; groups where either side is constant "
-                   "are skipped.", ""])
+                   "are skipped.", ""]
+            + ([f"Calibration uses the {r.cases.labelled} labelled of {r.cases.n} cases; the estimate below uses "
+                "the unlabelled ones too.", ""] if r.cases.labelled < r.cases.n else []))
 
 
 def _judges(r: Calibration) -> list[str]:
@@ -271,5 +274,6 @@ def _rest(r: Calibration) -> list[str]:
 
 
 def to_markdown(r: Calibration) -> str:
-    return document(_header(r) + _gate(r) + _cases(r) + _correlation(r) + _judges(r) + _bias(r.diagnostics)
-                    + _checks(r.diagnostics) + _rest(r))
+    estimate = estimate_markdown(r.estimate) if r.estimate is not None else []
+    return document(_header(r) + _gate(r) + _cases(r) + _correlation(r) + estimate + _judges(r)
+                    + _bias(r.diagnostics) + _checks(r.diagnostics) + _rest(r))

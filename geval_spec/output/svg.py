@@ -54,6 +54,7 @@ class Chart:
     bottom: int = 46
     x_ticks: Sequence[float] | None = None
     y_ticks: Sequence[float] | None = None
+    x_names: Sequence[tuple[float, str]] = ()  # named ticks on the x axis (categories)
     marks: list[str] = field(default_factory=list)
     legend: list[tuple[str, str, str]] = field(default_factory=list)  # (kind, colour, text)
 
@@ -115,6 +116,10 @@ class Chart:
                 px = self.x(t)
                 out.append(f'<path d="M{px:.2f},{y0} L{px:.2f},{y0 + 4}" stroke="#333" stroke-width="0.8"/>'
                            f'<text x="{px:.2f}" y="{y0 + 16}" text-anchor="middle" {FONT}>{_label(t)}</text>')
+        for t, name in self.x_names:
+            px = self.x(t)
+            out.append(f'<path d="M{px:.2f},{y0} L{px:.2f},{y0 + 4}" stroke="#333" stroke-width="0.8"/>'
+                       f'<text x="{px:.2f}" y="{y0 + 16}" text-anchor="middle" {FONT}>{escape(name)}</text>')
         for t in self.y_ticks if self.y_ticks is not None else nice_ticks(*self.y_range):
             if self.y_range[0] - 1e-9 <= t <= self.y_range[1] + 1e-9:
                 py = self.y(t)

@@ -17,7 +17,7 @@ from geval_spec.dataset.splits import assign_splits, audit
 from geval_spec.errors import DataError, GevalError, InputError, Problem, RefError, SpecError, TemplateError
 from geval_spec.judge.render import prefix_share, renderer_for
 from geval_spec.judge.requests import Plan, prepare_requests
-from geval_spec.spec.checks import CASE_RESAMPLING
+from geval_spec.spec.checks import CASE_RESAMPLING, halfwidth_problem
 from geval_spec.spec.load import ParsedSpec, load_spec
 from geval_spec.spec.project import Project, SpecSource
 
@@ -51,10 +51,18 @@ def deep_check(parsed: ParsedSpec) -> tuple[Dataset, list[Problem]]:
                                                f"split {spec.calibration.split!r} has no cases", severity="warning"))
     if spec.bootstrap.unit == "case" and any(c.group is not None for c in dataset.cases):
         warnings.append(parsed.key_problem(("bootstrap", "unit"), CASE_RESAMPLING, severity="warning"))
-    unlabelled = sum(1 for c in dataset.cases if c.human_mean is None)
+    labels = [h for c in dataset.cases if (h := c.human_mean) is not None]
+    unlabelled = len(dataset.cases) - len(labels)
     if unlabelled:
-        warnings.append(parsed.key_problem(("data", "human"), f"{unlabelled} case(s) have no human score",
-                                           severity="warning"))
+        warnings.append(parsed.key_problem(("data", "human"), f"{unlabelled} case(s) have no human score: "
+                                           "calibration uses the labelled ones, and the report estimates the "
+                                           "human-scale mean from both (docs/estimate.md)", severity="warning"))
+    target = spec.estimate.target_halfwidth if spec.estimate is not None else None
+    if target is not None and spec.data.human_scale is None and labels:
+        why = halfwidth_problem(target, (min(labels), max(labels)), "the range of the human scores, since "
+                                "data.human_scale is not set")
+        if why:
+            raise SpecError(problems=[parsed.key_problem(("estimate", "target_halfwidth"), why)])
     return dataset, warnings
 
 

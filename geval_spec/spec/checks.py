@@ -237,7 +237,25 @@ def _language(spec: Spec, doc: YamlDocument) -> list[Problem]:
     return out
 
 
-CHECKS = (_judges, _pairwise, _rubric, _scoring, _weights, _splits, _data, _language)
+def halfwidth_problem(target: float, scale: tuple[float, float], source: str) -> str | None:
+    """Why ``estimate.target_halfwidth`` cannot be meant on the human scale ``scale``, or None."""
+    width = scale[1] - scale[0]
+    if width > 0 and target > width:
+        return (f"target_halfwidth {target:g} is larger than the whole human scale ({scale[0]:g}..{scale[1]:g}, "
+                f"{source}): an interval that wide says nothing")
+    return None
+
+
+def _estimate(spec: Spec, doc: YamlDocument) -> list[Problem]:
+    """A target half-width that fits on the human scale (when data.human_scale gives it)."""
+    e, hs = spec.estimate, spec.data.human_scale
+    if e is None or e.target_halfwidth is None or hs is None:
+        return []
+    why = halfwidth_problem(e.target_halfwidth, (hs.min, hs.max), "data.human_scale")
+    return [doc.problem(("estimate", "target_halfwidth"), why)] if why else []
+
+
+CHECKS = (_judges, _pairwise, _rubric, _scoring, _weights, _splits, _data, _language, _estimate)
 
 
 def semantic_problems(spec: Spec, doc: YamlDocument) -> list[Problem]:

@@ -266,13 +266,15 @@ class Calibration(Base):
 
 
 class EstimateSettings(Base):
-    level: float | None = Field(default=None, gt=0, lt=1,
-                                description="Confidence level of the intervals (default: bootstrap.level).")
+    """The report's estimate of the human-scale mean from a few labels (docs/estimate.md)."""
+
+    level: float | None = Field(default=None, gt=0, lt=1, description="Confidence level of the intervals, "
+                                "strictly between 0 and 1 (default: bootstrap.level).")
     target_halfwidth: float | None = Field(
-        default=None, gt=0, description="Half-width wanted, on the human scale: the report says how many labelled "
-        "cases reach it (labels_needed).")
-    min_labels: int = Field(default=10, ge=2,
-                            description="Below this many labelled cases in a cell, no interval is given.")
+        default=None, gt=0, description="Half-width wanted, on the human scale (above 0, at most the scale's "
+        "width): the report says how many labelled cases reach it (labels_needed).")
+    min_labels: int = Field(default=10, ge=2, description="Below this many labelled cases in a cell (all cases, "
+                            "or one system), no interval is given, and a warning says so; at least 2.")
 
 
 class Prompt(Base):

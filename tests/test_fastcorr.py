@@ -235,3 +235,40 @@ def test_group_correlations_rejects_bad_input():
         group_correlations([1, 2], [1, 2], [0, 0], "tau")
     with pytest.raises(ValueError, match="n_groups"):
         group_correlations([1, 2], [1, 2], [0, 3], "kendall", n_groups=2)
+
+
+@pytest.mark.parametrize("level", ["dataset", "group", "system"])
+def test_metrics_on_shared_draws_equal_separate_bootstraps(level):
+    """The report draws once for all three metrics; each interval must be the one its own bootstrap gives."""
+    from geval_spec.analysis.correlation import bootstrap, bootstrap_metrics
+
+    rng = np.random.default_rng(3)
+    n = 240
+    y = rng.integers(1, 6, n).astype(float)
+    x = y + rng.normal(0, 1.2, n)
+    groups = [f"g{i // 4}" for i in range(n)]
+    systems = [f"s{i % 6}" for i in range(n)]
+    kw = dict(units=groups, draws=300, seed=11, conf=0.9, groups=groups, systems=systems)
+    shared = bootstrap_metrics(x, y, ("spearman", "pearson", "kendall"), level, **kw)
+    for metric in ("spearman", "pearson", "kendall"):
+        assert shared[metric] == bootstrap(x, y, metric, level, **kw), metric
+        assert shared[metric].ci_low is not None
+
+
+@pytest.mark.parametrize("level", ["dataset", "group", "system"])
+def test_chunk_size_does_not_change_the_draws(level, monkeypatch):
+    """Weights are drawn in chunks to bound memory; the chunk size must not change a single statistic."""
+    from geval_spec.analysis import correlation
+
+    rng = np.random.default_rng(5)
+    n = 300
+    y = rng.integers(1, 6, n).astype(float)
+    x = y + rng.normal(0, 1.0, n)
+    groups = [f"g{i // 3}" for i in range(n)]
+    systems = [f"s{i % 5}" for i in range(n)]
+    kw = dict(units=groups, draws=250, seed=2, groups=groups, systems=systems)
+    whole = correlation.resample_metrics([x], y, ("spearman", "kendall"), level, **kw)
+    monkeypatch.setattr(correlation, "CHUNK_VALUES", 7 * n + 13)  # 7 draws a chunk, the last one short
+    chunked = correlation.resample_metrics([x], y, ("spearman", "kendall"), level, **kw)
+    for metric in ("spearman", "kendall"):
+        assert np.array_equal(whole[metric], chunked[metric], equal_nan=True), metric

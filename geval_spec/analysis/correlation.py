@@ -41,7 +41,7 @@ ROWWISE = {"pearson": rowwise_pearson, "spearman": rowwise_spearman, "kendall": 
 
 METRICS = ("spearman", "pearson", "kendall")
 LEVELS = ("dataset", "group", "system")
-CHUNK_VALUES = 4_000_000  # floats per chunk of the weight matrix
+CHUNK_VALUES = 1_000_000  # weights per chunk: arrays of a few MB that malloc reuses (BENCHMARKS.md)
 
 
 @dataclass(frozen=True)
@@ -160,24 +160,38 @@ def resample(xs: Sequence[npt.ArrayLike], y: npt.ArrayLike, metric: str, level: 
     Every vector is judged against the same human scores ``y`` and every draw
     resamples the same units for all of them, so differences are paired.
     """
+    return resample_metrics(xs, y, (metric,), level, units=units, draws=draws, seed=seed, groups=groups,
+                            systems=systems)[metric]
+
+
+def resample_metrics(xs: Sequence[npt.ArrayLike], y: npt.ArrayLike, metrics: Sequence[str], level: str, *,
+                     units: Sequence[Any], draws: int, seed: int, groups: Sequence[Any] | None = None,
+                     systems: Sequence[Any] | None = None) -> dict[str, Array]:
+    """:func:`resample` for several metrics from one set of draws: metric -> array [draw, vector].
+
+    The draws depend on the seed and the units only, so each metric's array is
+    the one a separate :func:`resample` call would give; drawing once saves
+    generating the weights again for every metric.
+    """
     vectors = [np.asarray(x, dtype=float) for x in xs]
     y = np.asarray(y, dtype=float)
     k = len(vectors)
     rng = np.random.default_rng(seed)
-    out = np.full((draws, k), np.nan)
+    out = {m: np.full((draws, k), np.nan) for m in metrics}
     if level == "group":
-        per = [group_values(x, y, _needed(groups, level), metric)[0] for x in vectors]
-        valid = np.all([~np.isnan(v) for v in per], axis=0)  # a group counts only where every vector has a value
-        g = valid.size
+        per_metric = {m: [group_values(x, y, _needed(groups, level), m)[0] for x in vectors] for m in metrics}
+        g = next(iter(per_metric.values()))[0].size
         rows = max(1, CHUNK_VALUES // max(g, 1))
         for start in range(0, draws, rows):
             count = min(rows, draws - start)
             idx = rng.integers(0, g, size=(count, g))
-            used = valid[idx].sum(axis=1)
-            for j, v in enumerate(per):
-                filled = np.where(valid, v, 0.0)
-                with np.errstate(invalid="ignore", divide="ignore"):
-                    out[start:start + count, j] = filled[idx].sum(axis=1) / used
+            for m, per in per_metric.items():
+                valid = np.all([~np.isnan(v) for v in per], axis=0)  # a group counts where every vector has one
+                used = valid[idx].sum(axis=1)
+                for j, v in enumerate(per):
+                    filled = np.where(valid, v, 0.0)
+                    with np.errstate(invalid="ignore", divide="ignore"):
+                        out[m][start:start + count, j] = filled[idx].sum(axis=1) / used
         return out
     unit_codes, n_units = _codes(units)
     n = y.size
@@ -191,8 +205,9 @@ def resample(xs: Sequence[npt.ArrayLike], y: npt.ArrayLike, metric: str, level: 
         count = min(rows, draws - start)
         w = _unit_weights(rng, unit_codes, n_units, count)
         if level == "dataset":
-            for j, pair in enumerate(pairs):
-                out[start:start + count, j] = getattr(pair, metric)(w)
+            for m in metrics:
+                for j, pair in enumerate(pairs):
+                    out[m][start:start + count, j] = getattr(pair, m)(w)
         else:  # system level: weighted means per system, correlated across systems
             cnt = w @ onehot
             with np.errstate(invalid="ignore", divide="ignore"):
@@ -201,10 +216,11 @@ def resample(xs: Sequence[npt.ArrayLike], y: npt.ArrayLike, metric: str, level: 
                 with np.errstate(invalid="ignore", divide="ignore"):
                     mx = (w * x) @ onehot / cnt
                 keep = ~np.isnan(mx).any(axis=1)
-                col = np.full(count, np.nan)
-                if keep.any():
-                    col[keep] = ROWWISE[metric](mx[keep], my[keep])
-                out[start:start + count, j] = col
+                for m in metrics:
+                    col = np.full(count, np.nan)
+                    if keep.any():
+                        col[keep] = ROWWISE[m](mx[keep], my[keep])
+                    out[m][start:start + count, j] = col
     return out
 
 
@@ -229,6 +245,26 @@ def bootstrap(x: npt.ArrayLike, y: npt.ArrayLike, metric: str, level: str, *, un
                        systems=systems)[:, 0]
     lo, hi, used = _interval(samples, conf)
     return Estimate(float(value), lo, hi, n, skipped, used)
+
+
+def bootstrap_metrics(x: npt.ArrayLike, y: npt.ArrayLike, metrics: Sequence[str], level: str, *,
+                      units: Sequence[Any], draws: int, seed: int, conf: float = 0.95,
+                      groups: Sequence[Any] | None = None,
+                      systems: Sequence[Any] | None = None) -> dict[str, Estimate]:
+    """:func:`bootstrap` for several metrics on one set of draws (each equal to its own :func:`bootstrap`)."""
+    points = {m: point(x, y, m, level, groups, systems) for m in metrics}
+    wanted = [m for m in metrics if math.isfinite(points[m][0])]
+    samples = resample_metrics([x], y, wanted, level, units=units, draws=draws, seed=seed, groups=groups,
+                               systems=systems) if wanted else {}
+    out = {}
+    for m in metrics:
+        value, n, skipped = points[m]
+        if m not in samples:
+            out[m] = Estimate(None, None, None, n, skipped)
+            continue
+        lo, hi, used = _interval(samples[m][:, 0], conf)
+        out[m] = Estimate(float(value), lo, hi, n, skipped, used)
+    return out
 
 
 @dataclass(frozen=True)

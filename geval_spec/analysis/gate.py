@@ -18,7 +18,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from geval_spec.analysis.correlation import METRICS, Estimate, bootstrap, point
+from geval_spec.analysis.correlation import METRICS, Estimate, bootstrap_metrics, point
 from geval_spec.analysis.frame import (
     Array,
     Findings,
@@ -64,10 +64,11 @@ def level_result(frame: Frame, spec: Spec, split: str, level: str, scores: Array
     b = spec.bootstrap
     estimates = {}
     n = skipped = 0
+    shared = bootstrap_metrics(x, y, metrics, level, units=units, draws=b.draws, seed=b.seed, conf=b.level,
+                               groups=groups, systems=systems) if with_ci else {}
     for metric in metrics:
         if with_ci:
-            est = bootstrap(x, y, metric, level, units=units, draws=b.draws, seed=b.seed, conf=b.level,
-                            groups=groups, systems=systems)
+            est = shared[metric]
         else:
             value, n_, sk = point(x, y, metric, level, groups, systems)
             est = Estimate(value if math.isfinite(value) else None, None, None, n_, sk)

@@ -76,11 +76,14 @@ def _connect(path: Path, wait: float, read_only: bool = False) -> Any:
 class Store(JudgmentTables, BatchTable):
     """A session with one DuckDB results file (keep it short: other processes wait meanwhile)."""
 
-    def __init__(self, path: Path, wait: float = DEFAULT_WAIT, recover: bool = True) -> None:
+    def __init__(self, path: Path, wait: float = DEFAULT_WAIT, recover: bool = True,
+                 memory_limit: str | None = None) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.con = _connect(self.path, wait)
         try:
+            if memory_limit is not None:  # DuckDB's default is 80% of RAM; it spills to disk past a limit
+                self.con.execute(f"SET memory_limit = '{memory_limit}'")
             self._migrate()
             self.recovered = self._recover_journals() if recover else 0
         except BaseException:

@@ -29,6 +29,10 @@ Operation = Callable[[Store], Any]
 
 INTERVAL = float(os.environ.get("GEVAL_STORE_INTERVAL", "2.0"))  # seconds between sessions while a run only writes
 MAX_BATCH = 5000  # operations per session
+# DuckDB memory of a run's store sessions. Unlimited (80% of RAM), the sessions' peak grew with the tables (their
+# key indexes and buffers) and, since the allocator keeps what it had, so did the run's RSS: about 2.7 KB per case
+# (BENCHMARKS.md). Past the limit DuckDB evicts or spills to disk.
+MEMORY_LIMIT = os.environ.get("GEVAL_STORE_MEMORY", "128MB")
 
 
 class StoreGate:
@@ -126,7 +130,7 @@ class StoreGate:
     def _run(self, responses: list[ResponseRecord], judgments: dict[str, tuple[list[Judgment], dict[str, str]]],
              batch: list[tuple[Operation, Future[Any] | None]]) -> None:
         try:
-            with Store(self.path, recover=False) as store:
+            with Store(self.path, recover=False, memory_limit=MEMORY_LIMIT) as store:
                 store.write_responses(responses)
                 for op, future in batch:
                     try:

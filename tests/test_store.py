@@ -113,3 +113,25 @@ def test_a_version_1_store_is_migrated_keeping_the_first_answer(tmp_path):
         assert store.con.execute("SELECT count(*) FROM responses").fetchone() == (2,)  # the view: 1 answer, 1 failure
         columns = [row[1] for row in store.con.execute("PRAGMA table_info('run_cases')").fetchall()]
         assert columns[-2:] == ["split", "case_key"]
+
+
+@pytest.mark.parametrize("name, value, said", [
+    ("GEVAL_STORE_MEMORY", "abc", "is not an amount of memory"),
+    ("GEVAL_STORE_MEMORY", "-5MB", "is not an amount of memory"),
+    ("GEVAL_STORE_INTERVAL", "x", "is not a number of seconds"),
+    ("GEVAL_STORE_INTERVAL", "-1", "is not a number of seconds"),
+    ("GEVAL_STORE_INTERVAL", "nan", "is not a number of seconds"),
+])
+def test_store_settings_from_the_environment_are_checked(monkeypatch, tmp_path, name, value, said):
+    """A bad GEVAL_STORE_* value is an input error before anything is sent, not a crash in the writer thread."""
+    from geval_spec.errors import InputError
+    from geval_spec.store.gate import store_settings
+
+    monkeypatch.setenv(name, value)
+    with pytest.raises(InputError, match=said):
+        StoreGate(tmp_path / "r.duckdb")
+    monkeypatch.delenv(name)
+    assert store_settings() == (2.0, "128MB")
+    monkeypatch.setenv("GEVAL_STORE_MEMORY", "1GB")
+    monkeypatch.setenv("GEVAL_STORE_INTERVAL", "0.5")
+    assert store_settings() == (0.5, "1GB")

@@ -12,6 +12,7 @@ they reach the gate, so a kill loses nothing.
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 from collections import deque
@@ -19,7 +20,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
-from geval_spec.errors import StoreError
+from geval_spec.errors import InputError, Problem, StoreError
 from geval_spec.judge.types import Judgment
 from geval_spec.store.db import Store
 from geval_spec.store.records import ResponseRecord
@@ -27,20 +28,41 @@ from geval_spec.store.records import ResponseRecord
 T = TypeVar("T")
 Operation = Callable[[Store], Any]
 
-INTERVAL = float(os.environ.get("GEVAL_STORE_INTERVAL", "2.0"))  # seconds between sessions while a run only writes
+INTERVAL = 2.0  # seconds between sessions while a run only writes (GEVAL_STORE_INTERVAL)
 MAX_BATCH = 5000  # operations per session
 # DuckDB memory of a run's store sessions. Unlimited (80% of RAM), the sessions' peak grew with the tables (their
 # key indexes and buffers) and, since the allocator keeps what it had, so did the run's RSS: about 2.7 KB per case
 # (BENCHMARKS.md). Past the limit DuckDB evicts or spills to disk.
-MEMORY_LIMIT = os.environ.get("GEVAL_STORE_MEMORY", "128MB")
+MEMORY_LIMIT = "128MB"  # (GEVAL_STORE_MEMORY)
+_MEMORY = re.compile(r"^\s*\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KIB|MIB|GIB|TIB)\s*$", re.IGNORECASE)
+
+
+def store_settings() -> tuple[float, str]:
+    """(seconds between sessions, DuckDB memory of a session) from GEVAL_STORE_INTERVAL and GEVAL_STORE_MEMORY."""
+    interval_text = os.environ.get("GEVAL_STORE_INTERVAL")
+    memory = os.environ.get("GEVAL_STORE_MEMORY", MEMORY_LIMIT)
+    interval = INTERVAL
+    if interval_text is not None:
+        try:
+            interval = float(interval_text)
+        except ValueError:
+            interval = -1.0
+        if not 0 <= interval <= 3600:
+            raise InputError(problems=[Problem(
+                f"GEVAL_STORE_INTERVAL={interval_text!r} is not a number of seconds from 0 to 3600")])
+    if not _MEMORY.match(memory):
+        raise InputError(problems=[Problem(f"GEVAL_STORE_MEMORY={memory!r} is not an amount of memory",
+                                           hint="for example 128MB or 1GB")])
+    return interval, memory.strip()
 
 
 class StoreGate:
     """Runs store operations for one process in batched short sessions (see the module docstring)."""
 
-    def __init__(self, path: Path, interval: float = INTERVAL) -> None:
+    def __init__(self, path: Path, interval: float | None = None) -> None:
+        env_interval, self.memory_limit = store_settings()
         self.path = path
-        self.interval = interval
+        self.interval = env_interval if interval is None else interval
         self._ops: deque[tuple[Operation, Future[Any] | None]] = deque()
         self._responses: list[ResponseRecord] = []
         self._judgments: dict[str, tuple[list[Judgment], dict[str, str]]] = {}  # run id -> judgments, case keys
@@ -130,7 +152,7 @@ class StoreGate:
     def _run(self, responses: list[ResponseRecord], judgments: dict[str, tuple[list[Judgment], dict[str, str]]],
              batch: list[tuple[Operation, Future[Any] | None]]) -> None:
         try:
-            with Store(self.path, recover=False, memory_limit=MEMORY_LIMIT) as store:
+            with Store(self.path, recover=False, memory_limit=self.memory_limit) as store:
                 store.write_responses(responses)
                 for op, future in batch:
                     try:

@@ -237,17 +237,20 @@ def test_group_correlations_rejects_bad_input():
         group_correlations([1, 2], [1, 2], [0, 3], "kendall", n_groups=2)
 
 
+def _likert_sample(n: int, seed: int, noise: float, group_size: int, systems: int):
+    """Human scores 1..5, a noisy judge, groups of ``group_size`` cases and ``systems`` systems in turn."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(1, 6, n).astype(float)
+    x = y + rng.normal(0, noise, n)
+    return x, y, [f"g{i // group_size}" for i in range(n)], [f"s{i % systems}" for i in range(n)]
+
+
 @pytest.mark.parametrize("level", ["dataset", "group", "system"])
 def test_metrics_on_shared_draws_equal_separate_bootstraps(level):
     """The report draws once for all three metrics; each interval must be the one its own bootstrap gives."""
     from geval_spec.analysis.correlation import bootstrap, bootstrap_metrics
 
-    rng = np.random.default_rng(3)
-    n = 240
-    y = rng.integers(1, 6, n).astype(float)
-    x = y + rng.normal(0, 1.2, n)
-    groups = [f"g{i // 4}" for i in range(n)]
-    systems = [f"s{i % 6}" for i in range(n)]
+    x, y, groups, systems = _likert_sample(n=240, seed=3, noise=1.2, group_size=4, systems=6)
     kw = dict(units=groups, draws=300, seed=11, conf=0.9, groups=groups, systems=systems)
     shared = bootstrap_metrics(x, y, ("spearman", "pearson", "kendall"), level, **kw)
     for metric in ("spearman", "pearson", "kendall"):
@@ -260,12 +263,8 @@ def test_chunk_size_does_not_change_the_draws(level, monkeypatch):
     """Weights are drawn in chunks to bound memory; the chunk size must not change a single statistic."""
     from geval_spec.analysis import correlation
 
-    rng = np.random.default_rng(5)
     n = 300
-    y = rng.integers(1, 6, n).astype(float)
-    x = y + rng.normal(0, 1.0, n)
-    groups = [f"g{i // 3}" for i in range(n)]
-    systems = [f"s{i % 5}" for i in range(n)]
+    x, y, groups, systems = _likert_sample(n=n, seed=5, noise=1.0, group_size=3, systems=5)
     kw = dict(units=groups, draws=250, seed=2, groups=groups, systems=systems)
     whole = correlation.resample_metrics([x], y, ("spearman", "kendall"), level, **kw)
     monkeypatch.setattr(correlation, "CHUNK_VALUES", 7 * n + 13)  # 7 draws a chunk, the last one short

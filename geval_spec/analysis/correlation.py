@@ -238,20 +238,19 @@ def bootstrap(x: npt.ArrayLike, y: npt.ArrayLike, metric: str, level: str, *, un
               seed: int, conf: float = 0.95,
               groups: Sequence[Any] | None = None, systems: Sequence[Any] | None = None) -> Estimate:
     """Point estimate and percentile interval at one level."""
-    value, n, skipped = point(x, y, metric, level, groups, systems)
-    if not math.isfinite(value):
-        return Estimate(None, None, None, n, skipped)
-    samples = resample([x], y, metric, level, units=units, draws=draws, seed=seed, groups=groups,
-                       systems=systems)[:, 0]
-    lo, hi, used = _interval(samples, conf)
-    return Estimate(float(value), lo, hi, n, skipped, used)
+    return bootstrap_metrics(x, y, (metric,), level, units=units, draws=draws, seed=seed, conf=conf, groups=groups,
+                             systems=systems)[metric]
 
 
 def bootstrap_metrics(x: npt.ArrayLike, y: npt.ArrayLike, metrics: Sequence[str], level: str, *,
                       units: Sequence[Any], draws: int, seed: int, conf: float = 0.95,
                       groups: Sequence[Any] | None = None,
                       systems: Sequence[Any] | None = None) -> dict[str, Estimate]:
-    """:func:`bootstrap` for several metrics on one set of draws (each equal to its own :func:`bootstrap`)."""
+    """Point estimates and percentile intervals of several metrics at one level, from one set of draws.
+
+    The draws depend on the seed and the units only, so each metric's interval is the one it would get
+    alone; drawing once saves generating the weights again for every metric.
+    """
     points = {m: point(x, y, m, level, groups, systems) for m in metrics}
     wanted = [m for m in metrics if math.isfinite(points[m][0])]
     samples = resample_metrics([x], y, wanted, level, units=units, draws=draws, seed=seed, groups=groups,

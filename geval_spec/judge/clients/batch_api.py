@@ -17,15 +17,15 @@ message (never a header or the key), as the chat clients do.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 from dataclasses import dataclass
 from typing import Any, Mapping, Protocol
 
 from geval_spec.judge.clients.base import TransportError, retry_after_seconds
-from geval_spec.judge.clients.http_client import DEFAULT_BASE, wire_model
+from geval_spec.judge.clients.http_client import DEFAULT_BASE, aiohttp_failures, wire_model
 from geval_spec.judge.types import JsonObject
+from geval_spec.redact import redact
 
 BATCH_CLIENTS = ("litellm", "openai-http")  # the clients whose batch API we can use
 ENDPOINT = "/v1/chat/completions"
@@ -105,11 +105,8 @@ def input_line(custom_id: str, body: JsonObject) -> bytes:
 
 
 def scrub(text: str) -> str:
-    """A provider's message, cut to :data:`DETAIL` characters, with the API key masked should it echo it."""
-    key = os.environ.get("OPENAI_API_KEY") or ""
-    if len(key) >= 8:
-        text = text.replace(key, "[redacted]")
-    return text[:DETAIL]
+    """A provider's message, secrets masked (:func:`geval_spec.redact.redact`), cut to :data:`DETAIL` characters."""
+    return redact(text)[:DETAIL]
 
 
 def _count(value: Any) -> int:
@@ -224,19 +221,13 @@ class OpenAIBatchAPI:
         key = os.environ.get("OPENAI_API_KEY")
         if key:
             headers["Authorization"] = f"Bearer {key}"
-        try:
+        with aiohttp_failures(self.api_base, timeout, waiting_for=path.split("/")[1]):
             async with self._session.request(method, f"{self.api_base}{path}", headers=headers,
                                              timeout=aiohttp.ClientTimeout(total=timeout), **kwargs) as resp:
                 data: bytes = await resp.read()
                 if resp.status != 200:
                     raise http_error(resp.status, data.decode("utf-8", errors="replace"), resp.headers)
                 return data
-        except asyncio.TimeoutError:
-            raise TransportError("timeout", f"no answer from {path.split('/')[1]} within {timeout:g} s") from None
-        except aiohttp.ClientConnectorError as exc:
-            raise TransportError("connection", f"cannot connect to {self.api_base}: {exc.os_error or exc}") from None
-        except (aiohttp.ClientError, OSError) as exc:
-            raise TransportError("connection", f"{type(exc).__name__}: {scrub(str(exc))}") from None
 
     async def _json(self, method: str, path: str, timeout: float, **kwargs: Any) -> Any:
         data = await self._call(method, path, timeout, **kwargs)

@@ -14,7 +14,8 @@ import asyncio
 import json
 import os
 import time
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 from geval_spec.judge.clients.base import TransportError, completion_from_openai, rate_info, retry_after_seconds
 from geval_spec.judge.models import facts
@@ -37,6 +38,26 @@ def wire_body(body: JsonObject) -> JsonObject:
         payload["max_completion_tokens"] = payload.pop("max_tokens")
     return payload
 
+
+
+@contextmanager
+def aiohttp_failures(api_base: str | None, timeout: float, waiting_for: str = "") -> Iterator[None]:
+    """aiohttp's timeouts and connection failures as the TransportErrors the runner retries.
+
+    ``waiting_for`` names what did not answer in the timeout's message. A TransportError raised inside (an
+    HTTP error) passes through; messages are redacted by TransportError itself.
+    """
+    import aiohttp
+
+    try:
+        yield
+    except asyncio.TimeoutError:
+        what = f" from {waiting_for}" if waiting_for else ""
+        raise TransportError("timeout", f"no answer{what} within {timeout:g} s") from None
+    except aiohttp.ClientConnectorError as exc:
+        raise TransportError("connection", f"cannot connect to {api_base}: {exc.os_error or exc}") from None
+    except (aiohttp.ClientError, OSError) as exc:
+        raise TransportError("connection", f"{type(exc).__name__}: {exc}") from None
 
 class HttpClient:
     name = "openai-http"
@@ -65,19 +86,13 @@ class HttpClient:
         if key:
             headers["Authorization"] = f"Bearer {key}"
         start = time.perf_counter()
-        try:
+        with aiohttp_failures(self.api_base, timeout):
             async with session.post(f"{self.api_base}/chat/completions", json=payload, headers=headers,
                                     timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
                 text = await resp.text()
                 status = resp.status
                 retry_after = retry_after_seconds(resp.headers)
                 limits = rate_info(resp.headers)
-        except asyncio.TimeoutError:
-            raise TransportError("timeout", f"no answer within {timeout:g} s") from None
-        except aiohttp.ClientConnectorError as exc:
-            raise TransportError("connection", f"cannot connect to {self.api_base}: {exc.os_error or exc}") from None
-        except (aiohttp.ClientError, OSError) as exc:
-            raise TransportError("connection", f"{type(exc).__name__}: {exc}") from None
         latency = (time.perf_counter() - start) * 1000.0
         if status != 200:
             detail = _error_message(text)

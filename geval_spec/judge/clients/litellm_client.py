@@ -139,39 +139,28 @@ class LitellmBatchAPI:
     def wire_body(self, body: JsonObject) -> JsonObject:
         return {**body, "model": self.wire_model}
 
-    async def upload(self, data: bytes, filename: str, timeout: float) -> str:
+    async def _call(self, function: str, **arguments: Any) -> Any:
+        """litellm's ``function`` with the provider's arguments; its failures as TransportErrors."""
         litellm = _import()
         try:
-            created = await litellm.acreate_file(file=(filename, data), purpose="batch", timeout=timeout,
-                                                 **self.kwargs)
+            return await getattr(litellm, function)(**arguments, **self.kwargs)
         except Exception as exc:
             raise _transport_error(exc) from None
+
+    async def upload(self, data: bytes, filename: str, timeout: float) -> str:
+        created = await self._call("acreate_file", file=(filename, data), purpose="batch", timeout=timeout)
         return str(created.id)
 
     async def create(self, input_file_id: str, metadata: Mapping[str, str], timeout: float) -> BatchState:
-        litellm = _import()
-        try:
-            batch = await litellm.acreate_batch(completion_window=WINDOW, endpoint=ENDPOINT,
-                                                input_file_id=input_file_id, metadata=dict(metadata),
-                                                timeout=timeout, **self.kwargs)
-        except Exception as exc:
-            raise _transport_error(exc) from None
+        batch = await self._call("acreate_batch", completion_window=WINDOW, endpoint=ENDPOINT,
+                                 input_file_id=input_file_id, metadata=dict(metadata), timeout=timeout)
         return state_of(_plain(batch))
 
     async def retrieve(self, batch_id: str, timeout: float) -> BatchState:
-        litellm = _import()
-        try:
-            batch = await litellm.aretrieve_batch(batch_id=batch_id, timeout=timeout, **self.kwargs)
-        except Exception as exc:
-            raise _transport_error(exc) from None
-        return state_of(_plain(batch))
+        return state_of(_plain(await self._call("aretrieve_batch", batch_id=batch_id, timeout=timeout)))
 
     async def content(self, file_id: str, timeout: float) -> bytes:
-        litellm = _import()
-        try:
-            answer = await litellm.afile_content(file_id=file_id, timeout=timeout, **self.kwargs)
-        except Exception as exc:
-            raise _transport_error(exc) from None
+        answer = await self._call("afile_content", file_id=file_id, timeout=timeout)
         data = getattr(answer, "content", answer)
         return data if isinstance(data, bytes) else str(data).encode("utf-8")
 

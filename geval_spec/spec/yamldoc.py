@@ -167,7 +167,7 @@ class _Builder:
             return value
         self.check_tag(ev, path)
         if name == "ScalarEvent":
-            value = _plain_scalar(ev.value) if ev.style is None and ev.implicit[0] else ev.value
+            value = _plain_scalar(ev.value) if not ev.style and ev.implicit[0] else ev.value
         elif name == "SequenceStartEvent":
             value = []
             for ev2 in it:
@@ -183,8 +183,8 @@ class _Builder:
                 if type(ev2).__name__ != "ScalarEvent":
                     raise self.fail("keys must be plain scalars, not lists or mappings", kmark, path)
                 self.check_tag(ev2, path)
-                key = _plain_scalar(ev2.value) if ev2.style is None and ev2.implicit[0] else ev2.value
-                if key == "<<" and ev2.style is None:
+                key = _plain_scalar(ev2.value) if not ev2.style and ev2.implicit[0] else ev2.value
+                if key == "<<" and not ev2.style:
                     raise self.fail("YAML merge keys ('<<') are not supported", kmark, path,
                                     hint="write the keys out in full")
                 if key is None or isinstance(key, float):
@@ -210,6 +210,62 @@ class _Builder:
             for p in [p for p in table if p[:n] == src and len(p) > n]:
                 table[dst + p[n:]] = at
                 self.count(mark=at)
+
+
+class _FastParseFailed(Exception):
+    """libyaml's parser refused the text: the pure parser reads it again and words the error."""
+
+
+_NO_FAST_PARSE = object()
+
+
+def _build_fast(builder: _Builder, text: str) -> Any:
+    """The document ``builder`` builds from libyaml's parse events (ruamel.yaml.clib), or _NO_FAST_PARSE.
+
+    libyaml parses a spec about 30x faster than ruamel's pure-Python parser
+    (BENCHMARKS.md, validate). Its events are the same classes with the same
+    marks, so the builder and every check are shared. libyaml reads YAML 1.1
+    and ruamel YAML 1.2, and the two disagree at the edges: the position of an
+    empty value, anchor names, tags, block scalars with nothing in them,
+    ``...`` markers, control characters. Texts and events of those kinds go to
+    the pure parser, as does everything libyaml refuses (so syntax errors keep
+    one wording) and every text when the extension is not installed. What is
+    left gives the same events and marks from both parsers:
+    tests/test_yaml_loader.py compares them on the test corpora and on
+    generated texts.
+    """
+    if _FAST_UNSURE.search(text):
+        return _NO_FAST_PARSE
+    try:
+        from _ruamel_yaml import CParser
+    except ImportError:
+        return _NO_FAST_PARSE
+    parser = CParser(text)
+
+    def events() -> Iterator[Any]:
+        while True:
+            try:
+                ev = parser.get_event()
+            except Exception as exc:  # anything libyaml refuses: the pure parser says why
+                raise _FastParseFailed from exc
+            name = type(ev).__name__
+            if name == "AliasEvent" or getattr(ev, "anchor", None) or getattr(ev, "tag", None) or \
+                    (name == "ScalarEvent" and ev.value == ""):
+                raise _FastParseFailed
+            yield ev
+            if name == "StreamEndEvent":
+                return
+
+    try:
+        return builder.build(events())
+    except _FastParseFailed:
+        return _NO_FAST_PARSE
+
+
+# text the fast parser leaves to the pure one: control and separator characters, directives, block scalar
+# headers with a comment glued on, document end markers
+_FAST_UNSURE = re.compile(r"[\t\r\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029\ufeff\ud800-\udfff]|^%|[|>][-+0-9]*#|^\.\.\.",
+                          re.MULTILINE)
 
 
 def _flow_depth_line(text: str) -> int | None:
@@ -243,8 +299,10 @@ def load_yaml(text: str, file: str) -> YamlDocument:
     if too_deep is not None:  # before the parser, whose look-ahead takes seconds on thousands of open brackets
         raise builder.fail(f"values nested more than {MAX_DEPTH} levels deep", Mark(too_deep, 1))
     try:
-        events = YAML(typ="safe", pure=True).parse(text)
-        data = builder.build(events)
+        data = _build_fast(builder, text)
+        if data is _NO_FAST_PARSE:
+            builder = _Builder(file, text)
+            data = builder.build(YAML(typ="safe", pure=True).parse(text))
     except SpecError:
         raise
     except MarkedYAMLError as exc:

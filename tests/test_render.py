@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -12,7 +13,7 @@ from geval_spec.dataset.cases import read_cases
 from geval_spec.spec.load import load_spec
 from geval_spec.spec.project import Project
 from geval_spec.judge.render import Renderer, renderer_for
-from geval_spec.judge.types import serialise
+from geval_spec.judge.messages import serialise
 from geval_spec.spec.template import TemplateSource
 
 
@@ -94,3 +95,144 @@ def test_runtime_error_line():
 def test_static_prefix_share_is_reported_for_case_first_templates():
     r = _renderer("{{ candidate }}\n{{ history }}{{ fact }} then static text " + "x " * 50)
     assert r.static_prefix() == "<user>\n"
+
+
+UNDECLARED_CASES = [
+    "{{ a }}{{ b.c }}{% if d %}{{ e }}{% endif %}",
+    "{% for x in items %}{{ x }}{{ loop.index }}{{ y }}{% else %}{{ z }}{% endfor %}",
+    "{% set s = 1 %}{{ s }}{{ t }}{% set u %}{{ v }}{% endset %}{{ u }}",
+    "{% macro m(p, q=r) %}{{ p }}{{ q }}{{ w }}{{ caller() }}{% endmacro %}{% call m(1) %}{{ k }}{% endcall %}",
+    "{% with a = b %}{{ a }}{{ c }}{% endwith %}{{ a }}",
+    "{% block system %}{{ sys }}{% endblock %}{% block user %}{{ self.system() }}{{ usr }}{% endblock %}",
+    "{% set ns = namespace(n=0) %}{% for i in range(3) %}{% set ns.n = ns.n + i %}{% endfor %}{{ ns.n }}{{ more }}",
+    "{{ x | default(y) }}{{ 'lit' ~ z }}{{ [a1, a2] | join(sep) }}{{ {'k': v1}[key] }}",
+    "{% for k, v in pairs if v > lim %}{{ k }}{% endfor %}{{ lipsum(1) }}{{ cycler }}",
+    "{% filter upper %}{{ f1 }}{% endfilter %}{% if g1 is defined %}{{ g1 }}{% endif %}",
+]
+
+
+@pytest.mark.parametrize("text", UNDECLARED_CASES + [
+    p.read_text(encoding="utf-8") for p in sorted([*(ROOT / "geval_spec" / "spec" / "templates").glob("*.j2"),
+                                                  *(ROOT / "specs" / "templates").glob("*.j2")])])
+def test_undeclared_names_are_the_ones_jinja_meta_finds(text):
+    """The names a template reads from its context are noted while its code is written, in one pass; they are
+    the set jinja2.meta.find_undeclared_variables finds in a second pass (which the loader no longer runs)."""
+    from jinja2 import StrictUndefined, meta
+
+    from geval_spec.judge.sandbox import LimitedSandbox
+
+    env = LimitedSandbox(undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    tree = env.parse(text)
+    _, undeclared = env.compile_tree(tree, "t.j2")
+    assert undeclared == meta.find_undeclared_variables(env.parse(text))
+    assert undeclared  # every case reads at least one name
+
+
+# -- the template cache -------------------------------------------------------------------------------------------
+
+CACHED_TEXT = ("{% block system %}Judge {{ criterion.name }}.{% endblock %}"
+               "{% block user %}{{ history }}\n{{ fact }}\n{{ candidate }}{% endblock %}")
+
+
+def _cached_renderer(text: str, folder, monkeypatch, name: str = "cached.j2", include=None) -> Renderer:
+    from geval_spec.judge import render
+
+    monkeypatch.setenv("GEVAL_CACHE_DIR", str(folder))
+    monkeypatch.setattr(render, "_COMPILED", {})
+    p = parsed("topical-chat-coherence")
+    return Renderer(p.spec, TemplateSource(name=name, text=text, read_include=include), p.steps)
+
+
+def _no_parsing(monkeypatch):
+    from geval_spec.judge import sandbox
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("parsed again: the cache was not used")
+
+    monkeypatch.setattr(sandbox.LimitedSandbox, "parse", refuse)
+
+
+def test_a_cached_template_renders_the_same_without_being_parsed(tmp_path, monkeypatch):
+    case = read_cases(parsed("topical-chat-coherence")).cases[0]
+    first = _cached_renderer(CACHED_TEXT, tmp_path, monkeypatch).render(case.id, case.fields)
+    assert len(list(tmp_path.iterdir())) == 1
+    assert oct(tmp_path.stat().st_mode & 0o777) in ("0o700", "0o755")  # the test's own folder, not made by us
+    _no_parsing(monkeypatch)
+    again = _cached_renderer(CACHED_TEXT, tmp_path, monkeypatch)
+    assert again.render(case.id, case.fields) == first
+    assert again.blocks == ["system", "user"]
+
+
+def test_the_cache_folder_is_made_private(tmp_path, monkeypatch):
+    folder = tmp_path / "new" / "cache"
+    _cached_renderer(CACHED_TEXT, folder, monkeypatch)
+    assert folder.stat().st_mode & 0o077 == 0 and len(list(folder.iterdir())) == 1
+
+
+def test_a_changed_template_is_a_new_entry(tmp_path, monkeypatch):
+    _cached_renderer(CACHED_TEXT, tmp_path, monkeypatch)
+    _cached_renderer(CACHED_TEXT + " ", tmp_path, monkeypatch)
+    _cached_renderer(CACHED_TEXT, tmp_path, monkeypatch, name="other.j2")
+    assert len(list(tmp_path.iterdir())) == 3
+
+
+def test_unknown_names_are_found_from_a_cached_entry(tmp_path, monkeypatch):
+    text = "{{ history }}{{ fact }}{{ candidate }}{{ nosuchvariable }}"
+    for _ in range(2):  # compiled, then loaded: the same error
+        with pytest.raises(TemplateError, match="nosuchvariable"):
+            _cached_renderer(text, tmp_path, monkeypatch)
+        _no_parsing(monkeypatch)
+
+
+def test_includes_are_checked_again_when_loaded_from_the_cache(tmp_path, monkeypatch):
+    """The entry keeps the constant include names; each load asks the project again whether they are inside it."""
+    from geval_spec.files import ReadError
+
+    text = "{{ history }}{{ fact }}{{ candidate }}\n{% include 'part.j2' %}\n"
+    inside = {"part.j2": ("specs/templates/part.j2", "part")}
+
+    def project_a(name):
+        return inside[name]
+
+    def project_b(name):
+        raise ReadError(f"template {name!r} is outside the project")
+
+    _cached_renderer(text, tmp_path, monkeypatch, include=project_a)
+    _no_parsing(monkeypatch)
+    _cached_renderer(text, tmp_path, monkeypatch, include=project_a)
+    with pytest.raises(TemplateError, match="outside the project") as info:
+        _cached_renderer(text, tmp_path, monkeypatch, include=project_b)
+    assert info.value.problems[0].line == 2
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage", "wrong-shape"])
+def test_a_damaged_entry_is_compiled_again(tmp_path, monkeypatch, damage):
+    import marshal
+
+    case = read_cases(parsed("topical-chat-coherence")).cases[0]
+    expected = _cached_renderer(CACHED_TEXT, tmp_path, monkeypatch).render(case.id, case.fields)
+    (entry,) = tmp_path.iterdir()
+    data = entry.read_bytes()
+    entry.write_bytes({"truncated": data[:len(data) // 2], "garbage": b"\x00\xffnot marshal",
+                       "wrong-shape": marshal.dumps(("code", ["x"], 3))}[damage])
+    assert _cached_renderer(CACHED_TEXT, tmp_path, monkeypatch).render(case.id, case.fields) == expected
+    assert entry.read_bytes() == data  # written again
+
+
+@pytest.mark.skipif(not hasattr(os, "getuid"), reason="POSIX permissions")
+def test_a_folder_others_can_write_is_not_read(tmp_path, monkeypatch):
+    _cached_renderer(CACHED_TEXT, tmp_path, monkeypatch)
+    tmp_path.chmod(0o777)
+    try:
+        _no_parsing(monkeypatch)
+        with pytest.raises(AssertionError, match="parsed again"):
+            _cached_renderer(CACHED_TEXT, tmp_path, monkeypatch)
+    finally:
+        tmp_path.chmod(0o700)
+
+
+def test_an_empty_cache_variable_turns_the_cache_off(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    _cached_renderer(CACHED_TEXT, "", monkeypatch)
+    assert list(tmp_path.iterdir()) == []

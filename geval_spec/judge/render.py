@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from geval_spec.errors import Problem, TemplateError
 from geval_spec.files import ReadError
-from geval_spec.judge.types import Message, Rendered, serialise
+from geval_spec.judge.messages import Message, Rendered, serialise
 from geval_spec.plugins import Finding
 from geval_spec.spec.load import ParsedSpec
 from geval_spec.spec.sections import VERDICT_LEVELS, Spec
@@ -64,6 +64,20 @@ def spec_context(spec: Spec, steps: tuple[str, ...]) -> dict[str, Any]:
 
 
 _COMPILED: dict[tuple[str, str], tuple[Any, Any, frozenset[str]]] = {}  # templates without includes
+ENV_OPTIONS = {"trim_blocks": True, "lstrip_blocks": True, "keep_trailing_newline": False, "autoescape": False}
+
+
+def _constant_references(tree: Any) -> tuple[tuple[int, str], ...]:
+    """(line, name) of every template that include, import, from and extends name with a constant."""
+    from jinja2 import nodes
+
+    refs = []
+    for node in tree.find_all((nodes.Include, nodes.Extends, nodes.Import, nodes.FromImport)):
+        names = [node.template] if not isinstance(node.template, (nodes.List, nodes.Tuple)) else node.template.items
+        for item in names:
+            if isinstance(item, nodes.Const) and isinstance(item.value, str):
+                refs.append((node.lineno, item.value))
+    return tuple(refs)
 
 
 class Renderer:
@@ -103,37 +117,40 @@ class Renderer:
         return text, display, lambda: True
 
     def _compile(self) -> tuple[Any, Any, frozenset[str]]:
-        from jinja2 import FunctionLoader, StrictUndefined, TemplateSyntaxError, meta
+        """Environment, template and the names it reads; the code comes from the template cache when it can."""
+        from jinja2 import FunctionLoader, StrictUndefined, TemplateSyntaxError
 
+        from geval_spec.judge import template_cache
         from geval_spec.judge.sandbox import LimitedSandbox
 
         source = self.source
-        env: Any = LimitedSandbox(loader=FunctionLoader(self._load), undefined=StrictUndefined, trim_blocks=True,
-                                  lstrip_blocks=True, keep_trailing_newline=False, autoescape=False)
-        try:  # parse once: the same tree is checked for unknown names and compiled
-            tree = env.parse(source.text, name=source.name, filename=source.name)
-            self._check_references(tree)
-            code = env.compile(tree, name=source.name, filename=source.name)
-        except TemplateSyntaxError as exc:
-            raise TemplateError(problems=[self._problem(exc.filename or source.name, exc.lineno,
-                                                        f"template syntax error: {exc.message}")]) from None
+        env: Any = LimitedSandbox(loader=FunctionLoader(self._load), undefined=StrictUndefined, **ENV_OPTIONS)
+        key = template_cache.entry_key(repr(sorted(ENV_OPTIONS.items())), source.name, source.text)
+        entry = template_cache.load(key)
+        if entry is not None:
+            code, undeclared, refs = entry
+            self._check_references(refs)
+        else:
+            try:  # parse once: the same tree is checked for unknown names and compiled
+                tree = env.parse(source.text, name=source.name, filename=source.name)
+                refs = _constant_references(tree)
+                self._check_references(refs)
+                code, undeclared = env.compile_tree(tree, source.name)
+            except TemplateSyntaxError as exc:
+                raise TemplateError(problems=[self._problem(exc.filename or source.name, exc.lineno,
+                                                            f"template syntax error: {exc.message}")]) from None
+            template_cache.store(key, (code, undeclared, refs))
         template: Any = env.template_class.from_code(env, code, env.make_globals(None))
-        return env, template, frozenset(meta.find_undeclared_variables(tree))
+        return env, template, undeclared
 
-    def _check_references(self, tree: Any) -> None:
+    def _check_references(self, refs: tuple[tuple[int, str], ...]) -> None:
         """Templates named by include, import, from and extends with a constant name: inside the project."""
-        from jinja2 import nodes
-
         problems = []
-        for node in tree.find_all((nodes.Include, nodes.Extends, nodes.Import, nodes.FromImport)):
-            names = [node.template] if not isinstance(node.template, (nodes.List, nodes.Tuple)) else \
-                node.template.items
-            for item in names:
-                if isinstance(item, nodes.Const) and isinstance(item.value, str):
-                    try:
-                        self._load(item.value)
-                    except ReadError as exc:
-                        problems.append(self._problem(self.source.name, node.lineno, str(exc)))
+        for line, name in refs:
+            try:
+                self._load(name)
+            except ReadError as exc:
+                problems.append(self._problem(self.source.name, line, str(exc)))
         if problems:
             raise TemplateError(problems=problems)
 

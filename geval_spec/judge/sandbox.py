@@ -38,6 +38,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from jinja2 import nodes
 from jinja2.compiler import CodeGenerator, Frame
+from jinja2.idtracking import VAR_LOAD_RESOLVE
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedFormatter
 from markupsafe import Markup
 
@@ -248,6 +249,15 @@ class _CodeGenerator(CodeGenerator):
             self.writeline("environment.tick()")
         super().blockvisit(body, frame)
 
+    def enter_frame(self, frame: Frame) -> None:
+        """Note the names the template reads from its context, as jinja2.meta.find_undeclared_variables does,
+        while the code is written (instead of a second pass over the tree)."""
+        super().enter_frame(frame)
+        env: Any = self.environment
+        for action, param in frame.symbols.loads.values():
+            if action == VAR_LOAD_RESOLVE and param not in env.globals:
+                env.undeclared.add(param)
+
 
 class LimitedSandbox(ImmutableSandboxedEnvironment):
     """The immutable sandbox, with every operation that can build a large value checked first."""
@@ -258,11 +268,18 @@ class LimitedSandbox(ImmutableSandboxedEnvironment):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._local = threading.local()
+        self.undeclared: set[str] = set()  # filled by the code generator: see compile_tree
         self._idle = Budget(Limits.from_env(), timed=False)  # compile-time constant folding: sizes only
         for name, func in list(self.filters.items()):
             self.filters[name] = _limited_filter(self, name, func)
         lorem: Any = self.globals["lipsum"]
         self.globals["lipsum"] = _limited_lipsum(self, lorem)
+
+    def compile_tree(self, tree: nodes.Template, name: str) -> tuple[types.CodeType, frozenset[str]]:
+        """The code of a parsed template, and the names it reads from its context (its undeclared variables)."""
+        self.undeclared = set()
+        code = self.compile(tree, name=name, filename=name)
+        return code, frozenset(self.undeclared)
 
     def budget(self) -> Budget:
         current: Budget | None = getattr(self._local, "budget", None)

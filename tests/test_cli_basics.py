@@ -15,10 +15,14 @@ def test_validate_and_list_do_not_import_litellm(command):
     proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "geval_spec", *command], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    imported = {line.split("|")[-1].strip().split(".")[0] for line in proc.stderr.splitlines()
-                if line.startswith("import time:")}
+    modules = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    imported = {m.split(".")[0] for m in modules}
     assert "geval_spec" in imported
     assert "litellm" not in imported and "openai" not in imported
+    assert "duckdb" not in imported and "numpy" not in imported
+    if command == ["validate"]:  # what it renders is messages; requests and judgments are for run (BENCHMARKS.md)
+        assert "geval_spec.judge.messages" in modules
+        assert "geval_spec.judge.types" not in modules and "geval_spec.judge.requests" not in modules
 
 
 def test_list_shows_both_fingerprints():

@@ -204,3 +204,27 @@ ensemble: mean
     assert rows["openai/gpt-4.1-mini"]["flag"] is True and rows["claude"]["flag"] is False
     md = cli("report", "demo", "--out", "-", cwd=root).out
     assert "### Per judge" in md and "### Self-preference" in md and "> self-preference:" in md
+
+
+def test_plugin_entry_points_are_the_ones_importlib_finds(tmp_path, monkeypatch):
+    """The quick scan of entry points finds what importlib.metadata.entry_points(group=...) finds, also with a
+    distribution of the group installed twice on sys.path (the first counts) and one that only mentions it."""
+    import sys
+    from importlib.metadata import entry_points
+
+    from geval_spec import plugins
+
+    for folder, target in (("first", "first_mod:setup"), ("second", "second_mod:setup")):
+        info = tmp_path / folder / "dup_plugin-1.0.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text("Metadata-Version: 2.1\nName: dup-plugin\nVersion: 1.0\n")
+        (info / "entry_points.txt").write_text(f"[{plugins.GROUP}]\ndup = {target}\n")
+    other = tmp_path / "first" / "mentions-1.0.dist-info"
+    other.mkdir()
+    (other / "METADATA").write_text("Metadata-Version: 2.1\nName: mentions\nVersion: 1.0\n")
+    (other / "entry_points.txt").write_text(f"[console_scripts]\n{plugins.GROUP} = x:y\n")
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "first"), str(tmp_path / "second"), *sys.path])
+    ours = sorted(plugins._entry_points(), key=lambda e: (e.name, e.value))
+    assert ours == sorted(entry_points(group=plugins.GROUP), key=lambda e: (e.name, e.value))
+    assert [e.value for e in ours if e.name == "dup"] == ["first_mod:setup"]
+    assert any(e.name == "nl" for e in ours)

@@ -9,7 +9,6 @@ request of the example spec, or when recording it again would give other answers
 from __future__ import annotations
 
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Literal, Optional
 
@@ -35,6 +34,8 @@ class Planned:
 
 
 def _packaged(name: str) -> str:
+    from importlib import resources  # here: 8 ms of imports that only init needs
+
     return (resources.files("geval_spec.cli") / "scaffold" / name).read_text(encoding="utf-8")
 
 

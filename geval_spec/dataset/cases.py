@@ -173,57 +173,69 @@ class _Collector:
         return out
 
 
-def _case(spec: Spec, rec: dict[str, Any], case_id: str, n: int, where: str, bad: "_Collector") -> Case:
-    """One record as a case; what is wrong with it goes to ``bad``."""
-    d = spec.data
-    humans = [d.human] if isinstance(d.human, str) else list(d.human)
-    values: dict[str, str] = {}
-    for var, dotted in d.fields.items():
-        value = lookup(rec, dotted)
-        if value is _MISSING:
-            bad.add(("data", "fields", var), f"no value at '{dotted}'", where)
-        elif value is None:
-            bad.add(("data", "fields", var), f"'{dotted}' is null", where)
-        else:
-            values[var] = as_text(value)
-    human: list[float | None] = []
-    for i, col in enumerate(humans):
-        key: KeyPath = ("data", "human") if isinstance(d.human, str) else ("data", "human", i)
-        number = _as_number(lookup(rec, col))
-        if number is _MISSING:
-            bad.add(key, f"human score at '{col}' is not a number", f"{where}: {lookup(rec, col)!r}")
-            human.append(None)
-            continue
-        wrong = None if number is None else _human_out_of_range(number, d.human_scale)
-        if wrong is not None:
-            bad.add(key, f"human score at '{col}' {wrong}", f"{where}: {number:g}")
-            human.append(None)
-        else:
-            human.append(number)
-    optional: dict[str, str | None] = {}
-    for attr in ("group", "system", "category", "model_family"):
-        col = getattr(d, attr)
-        if col is None:
-            optional[attr] = None
-            continue
-        value = lookup(rec, col)
-        if value is _MISSING or value is None:
-            bad.add(("data", attr), f"no value at '{col}'", where)
-        optional[attr] = _as_label(value)
-    split_value = None
-    split = spec.split
-    if isinstance(split, SplitByField):  # (hasattr on a pydantic model is slow: it goes through __getattr__)
-        value = lookup(rec, split.field)
-        if value is _MISSING or value is None:
-            bad.add(("split", "field"), f"no split at '{split.field}'", where)
-        else:
-            split_value = _as_label(value)
-            if split_value not in SPLITS:
-                bad.add(("split", "field"), f"split must be {', '.join(SPLITS[:-1])} or {SPLITS[-1]}",
-                        f"{where}: {split_value!r}")
-    return Case(id=case_id, row=n, fields=MappingProxyType(values), human=tuple(human), group=optional["group"],
-                system=optional["system"], category=optional["category"], family=optional["model_family"],
-                split_value=split_value)
+class _CaseReader:
+    """Turns records into cases; what the spec asks for is looked up once per file, not once per record."""
+
+    def __init__(self, spec: Spec, bad: "_Collector"):
+        d = spec.data
+        self.bad = bad
+        self.fields = tuple(d.fields.items())
+        humans = [d.human] if isinstance(d.human, str) else list(d.human)
+        self.humans: tuple[tuple[str, KeyPath], ...] = tuple((col, ("data", "human") if isinstance(d.human, str) else ("data", "human", i))
+                            for i, col in enumerate(humans))
+        self.scale = d.human_scale
+        self.optional = tuple((attr, getattr(d, attr)) for attr in ("group", "system", "category", "model_family"))
+        split = spec.split
+        # (isinstance, not hasattr: hasattr on a pydantic model goes through __getattr__ and is slow)
+        self.split_field = split.field if isinstance(split, SplitByField) else None
+
+    def case(self, rec: dict[str, Any], case_id: str, n: int, where: str) -> Case:
+        """One record as a case; what is wrong with it goes to the collector."""
+        bad = self.bad
+        values: dict[str, str] = {}
+        for var, dotted in self.fields:
+            value = lookup(rec, dotted)
+            if value is _MISSING:
+                bad.add(("data", "fields", var), f"no value at '{dotted}'", where)
+            elif value is None:
+                bad.add(("data", "fields", var), f"'{dotted}' is null", where)
+            else:
+                values[var] = value if type(value) is str else as_text(value)
+        human: list[float | None] = []
+        for col, key in self.humans:
+            number = _as_number(lookup(rec, col))
+            if number is _MISSING:
+                bad.add(key, f"human score at '{col}' is not a number", f"{where}: {lookup(rec, col)!r}")
+                human.append(None)
+                continue
+            wrong = None if number is None else _human_out_of_range(number, self.scale)
+            if wrong is not None:
+                bad.add(key, f"human score at '{col}' {wrong}", f"{where}: {number:g}")
+                human.append(None)
+            else:
+                human.append(number)
+        optional: dict[str, str | None] = {}
+        for attr, col in self.optional:
+            if col is None:
+                optional[attr] = None
+                continue
+            value = lookup(rec, col)
+            if value is _MISSING or value is None:
+                bad.add(("data", attr), f"no value at '{col}'", where)
+            optional[attr] = _as_label(value)
+        split_value = None
+        if self.split_field is not None:
+            value = lookup(rec, self.split_field)
+            if value is _MISSING or value is None:
+                bad.add(("split", "field"), f"no split at '{self.split_field}'", where)
+            else:
+                split_value = _as_label(value)
+                if split_value not in SPLITS:
+                    bad.add(("split", "field"), f"split must be {', '.join(SPLITS[:-1])} or {SPLITS[-1]}",
+                            f"{where}: {split_value!r}")
+        return Case(id=case_id, row=n, fields=MappingProxyType(values), human=tuple(human),
+                    group=optional["group"], system=optional["system"], category=optional["category"],
+                    family=optional["model_family"], split_value=split_value)
 
 
 def load_dataset(spec: Spec, path: Path, display: str, key_problem: KeyProblem) -> Dataset:
@@ -248,6 +260,7 @@ def load_dataset(spec: Spec, path: Path, display: str, key_problem: KeyProblem) 
     if absent:
         raise DataError(problems=absent)
     bad = _Collector(display, key_problem)
+    reader = _CaseReader(spec, bad)
     cases: list[Case] = []
     seen: dict[str, int] = {}
     dupes: dict[str, list[int]] = {}
@@ -263,7 +276,7 @@ def load_dataset(spec: Spec, path: Path, display: str, key_problem: KeyProblem) 
             dupes.setdefault(case_id, [seen[case_id]]).append(pos)
             continue
         seen[case_id] = pos
-        cases.append(_case(spec, rec, case_id, n, where, bad))
+        cases.append(reader.case(rec, case_id, n, where))
     problems = bad.problems()
     if dupes:
         listed = "; ".join(f"{k!r} ({unit}s {', '.join(map(str, v))})" for k, v in list(dupes.items())[:10])

@@ -17,7 +17,8 @@ from geval_spec.errors import SpecError
 from geval_spec.judge.models import CACHE_MARK, facts
 from geval_spec.judge.precheck import precheck
 from geval_spec.judge.render import Renderer, renderer_for
-from geval_spec.judge.types import JsonObject, Method, Purpose, Rendered, Request
+from geval_spec.judge.messages import Rendered
+from geval_spec.judge.types import JsonObject, Method, Purpose, Request
 from geval_spec.plugins import Finding
 from geval_spec.spec.fingerprint import canonical, digest
 from geval_spec.spec.load import ParsedSpec

@@ -1,6 +1,6 @@
 """The judge's value types, from a rendered prompt to a judgment.
 
-    Rendered (messages) -> Request (body + hash) -> Completion (choices, usage)
+    Rendered (messages, in :mod:`geval_spec.judge.messages`) -> Request (body + hash) -> Completion (choices, usage)
                                                  -> Judgment (score or invalid, with its Details)
 
 All are frozen. A request body and a completion's raw body are JSON objects
@@ -19,29 +19,6 @@ JsonObject = dict[str, Any]  # a JSON object exactly as sent or received
 Method = Literal["logprobs", "samples", "direct", "verdicts"]
 METHODS: tuple[Method, ...] = ("logprobs", "samples", "direct", "verdicts")
 Purpose = Literal["judge", "swap", "steps", "fallback"]
-
-
-@dataclass(frozen=True)
-class Message:
-    role: str
-    content: str
-
-    def as_dict(self) -> dict[str, str]:
-        return {"role": self.role, "content": self.content}
-
-
-@dataclass(frozen=True)
-class Rendered:
-    case_id: str
-    messages: tuple[Message, ...]
-
-    def as_dicts(self) -> list[dict[str, str]]:
-        return [m.as_dict() for m in self.messages]
-
-
-def serialise(messages: tuple[Message, ...]) -> str:
-    """The messages as one text (for token counts and prefix comparisons)."""
-    return "".join(f"<{m.role}>\n{m.content}\n" for m in messages)
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,8 @@ from geval_spec.judge.clients.base import completion_of
 from geval_spec.judge.precheck import precheck
 from geval_spec.judge.requests import method_requests, prepare_requests
 from geval_spec.judge.scoring import as_fallback, missing_logprobs, score_case
-from geval_spec.judge.types import Completion, Judgment, Message, Rendered, Request
+from geval_spec.judge.messages import Message, Rendered
+from geval_spec.judge.types import Completion, Judgment, Request
 from geval_spec.runner.batch import for_batch
 from geval_spec.runner.execute import Check, Executor, Outcome, Progress, Routes, Settings
 from geval_spec.spec.load import ParsedSpec

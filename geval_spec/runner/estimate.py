@@ -14,7 +14,8 @@ from typing import Sequence
 from geval_spec.judge import costs, tokens
 from geval_spec.judge.render import prefix_share
 from geval_spec.judge.requests import Plan, unique
-from geval_spec.judge.types import Message, Request, serialise
+from geval_spec.judge.messages import Message, serialise
+from geval_spec.judge.types import Request
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,8 @@ from geval_spec.errors import InputError, JudgeError
 from geval_spec.judge.clients.base import completion_of
 from geval_spec.judge.outputs import parse_steps
 from geval_spec.judge.requests import make_request
-from geval_spec.judge.types import Message, Rendered, Request
+from geval_spec.judge.messages import Message, Rendered
+from geval_spec.judge.types import Request
 from geval_spec.runner.execute import Routes, Settings, send_all
 from geval_spec.spec.load import ParsedSpec, load_spec
 from geval_spec.spec.lock import write_lock

@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from geval_spec.dataset.cases import Dataset, read_cases
 from geval_spec.dataset.splits import assign_splits, audit
 from geval_spec.errors import DataError, GevalError, InputError, Problem, RefError, SpecError, TemplateError
 from geval_spec.judge.render import prefix_share, renderer_for
-from geval_spec.judge.requests import Plan, prepare_requests
 from geval_spec.spec.checks import CASE_RESAMPLING, halfwidth_problem
 from geval_spec.spec.load import ParsedSpec, load_spec
 from geval_spec.spec.project import Project, SpecSource
+
+if TYPE_CHECKING:  # the requests of a preview: imported by render, not by validate
+    from geval_spec.judge.requests import Plan
 
 MAX_GROUP_WARNINGS = 10
 
@@ -122,6 +124,8 @@ def preview(parsed: ParsedSpec, case_id: str | None) -> Preview:
         hint = ("did you mean " + ", ".join(repr(c) for c in close) + "?") if close else None
         raise RefError(problems=[Problem(f"no case {case_id!r} in {dataset.display}", hint=hint)])
     chosen = cases[case_id] if case_id is not None else dataset.cases[0]
+    from geval_spec.judge.requests import prepare_requests
+
     plan = prepare_requests(parsed, [chosen])
     static, total = prefix_share(plan.renderer.static_prefix(), plan.rendered[chosen.id][0].messages)
     return Preview(parsed=parsed, case_id=chosen.id, plan=plan, static_tokens=static, total_tokens=total)

@@ -26,6 +26,17 @@ VERDICT_LEVELS: tuple[VerdictLevel, ...] = ("fully", "mostly", "partially", "min
 IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"  # a template variable: letters, digits and _, not first a digit
 
 
+def _no_items() -> list[Any]:
+    """An empty list, as a default. (Not ``default_factory=list``: pydantic asks for the factory's signature, and
+    for a builtin type that parses its text signature with ``tokenize``, whose first use costs about 8 ms.)"""
+    return []
+
+
+def _no_entries() -> dict[str, Any]:
+    """An empty dict, as a default (see :func:`_no_items`)."""
+    return {}
+
+
 class Base(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -67,7 +78,8 @@ class HumanScale(Base):
 
 class Anchor(Base):
     description: str = Field(min_length=1, description="What a candidate must be like to get this score.")
-    examples: list[str] = Field(default_factory=list, description="Example candidates (or excerpts) for this score.")
+    examples: list[str] = Field(default_factory=_no_items,
+                                description="Example candidates (or excerpts) for this score.")
 
 
 class Rubric(Base):
@@ -154,7 +166,7 @@ class Judge(Base):
         default=None, description="The provider's rate limits for this model; requests are paced to stay under "
         "them. Without limits, concurrency adapts to the provider's 429s and x-ratelimit headers.")
     params: dict[Annotated[str, Field(pattern=IDENTIFIER)], JsonValue] = Field(
-        default_factory=dict,
+        default_factory=_no_entries,
         description="Provider settings passed through as they are, e.g. reasoning_effort: low, top_p: 0.9. They "
         "go into every request and the judging fingerprint. Keys geval-spec sets itself are refused.")
     cache_prefix: bool = Field(
@@ -185,9 +197,9 @@ class Language(Base):
     compound_ratio: float = Field(
         default=20.0, gt=1,
         description="Flag a word pair when the joined word is this many times more frequent than the pair.")
-    lexicon: list[str] = Field(default_factory=list, description="Extra words and phrases that are never errors.")
+    lexicon: list[str] = Field(default_factory=_no_items, description="Extra words and phrases that are never errors.")
     penalty: dict[str, float] = Field(
-        default_factory=dict,
+        default_factory=_no_entries,
         description="Optional score penalty per finding kind (formality, compound), subtracted per finding.")
 
 

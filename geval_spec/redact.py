@@ -86,12 +86,37 @@ def _values_pattern(values: tuple[str, ...]) -> re.Pattern[str] | None:
     return re.compile("|".join(re.escape(v) for v in values))
 
 
+_SHAPES = (_HEADER, _BEARER, _URL_USERINFO, _QUERY_SECRET, _KEY_SHAPES)
+
+
+def _scoped(rx: re.Pattern[str]) -> str:
+    """A pattern as one alternative of a larger one: a leading ``(?i)`` becomes a group of its own."""
+    return f"(?i:{rx.pattern[4:]})" if rx.pattern.startswith("(?i)") else f"(?:{rx.pattern})"
+
+
+@lru_cache(maxsize=8)
+def _screen(values: tuple[str, ...]) -> re.Pattern[str]:
+    """One pattern that matches somewhere in a text exactly when one of the secret patterns does.
+
+    Most texts hold no secret; one search with the alternation of every
+    pattern answers that in one pass instead of six (BENCHMARKS.md, scale).
+    """
+    parts = [_scoped(rx) for rx in _SHAPES]
+    pattern = _values_pattern(values)
+    if pattern is not None:
+        parts.append(f"(?:{pattern.pattern})")
+    return re.compile("|".join(parts))
+
+
 def secret_spans(text: str, values: tuple[str, ...] | None = None) -> list[tuple[int, int]]:
     """Where ``text`` holds secrets: sorted, merged (start, end) spans."""
     if not text:
         return []
+    vals = secret_values() if values is None else values
+    if _screen(vals).search(text) is None:
+        return []
     spans: list[tuple[int, int]] = []
-    pattern = _values_pattern(secret_values() if values is None else values)
+    pattern = _values_pattern(vals)
     if pattern is not None:
         spans += [m.span() for m in pattern.finditer(text)]
     for rx in (_HEADER, _BEARER, _URL_USERINFO, _QUERY_SECRET):

@@ -13,6 +13,8 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import cli, git
 from e2e_helpers import make_project
@@ -199,3 +201,24 @@ def test_problems_never_print_a_secret_or_a_huge_line(monkeypatch):
                 source="first\nurl: https://u:sk-ant-secret-value-123456@h/v1 " + "x" * 100_000 + "\n")
     text = p.headline() + p.excerpt()
     assert "secret-value" not in text and len(text) < 1000
+
+
+SECRETISH = ["Authorization: Bearer abcdefgh123", "x-api-key=zzzzzzzzzz", "sk-" + "a" * 20, "AIza" + "b" * 31,
+             "https://user:pw@host/x", "?api_key=123&x=1", "authorİzation: xyz", "AUTHORIZATION:\nq",
+             "hf_" + "c" * 20, "bearer   toolongtoken", "s3cr3t-value-xyz", "https://h/p;token=1", "ghp_" + "d" * 20]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(SECRETISH), st.text(max_size=12),
+                          st.sampled_from([" ", "\n", ":", "=", "'", '"', "&", "?", "@", "://", "-", "_"])),
+                max_size=8).map("".join))
+def test_the_one_pass_screen_finds_a_secret_exactly_when_a_pattern_does(text):
+    """secret_spans first asks one alternation whether any secret pattern matches; it must answer exactly as the
+    patterns themselves (a 'no' skips them)."""
+    from geval_spec import redact as r
+
+    values = ("s3cr3t-value-xyz",)
+    patterns = (r._HEADER, r._BEARER, r._URL_USERINFO, r._QUERY_SECRET, r._KEY_SHAPES, r._values_pattern(values))
+    any_pattern = any(rx.search(text) for rx in patterns)
+    assert (r._screen(values).search(text) is not None) == any_pattern
+    assert bool(r.secret_spans(text, values)) == any_pattern

@@ -171,6 +171,21 @@ def test_redaction_keeps_logprob_tokens_aligned(monkeypatch):
     assert body["choices"][0]["message"]["content"] == content  # the input is not changed
 
 
+def test_a_body_with_nothing_to_mask_is_kept_as_received(monkeypatch):
+    """Stored once, as received: no second encoding when redaction masked nothing (escapes and spacing kept)."""
+    from geval_spec.judge.clients.base import completion_from_openai
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-kept-as-received-0123456789")
+    text = ('{"id":"c1",  "choices":[{"message":{"role":"assistant","content":"caf\\u00e9 \\/ 4"},'
+            '"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1}}')
+    done = completion_from_openai(json.loads(text), "gpt-4.1-mini", 1.0, text=text)
+    assert done.body_text() == text and done.choices[0].text == "café / 4"
+    leaked = text.replace("caf", "sk-kept-as-received-0123456789 caf")
+    masked = completion_from_openai(json.loads(leaked), "gpt-4.1-mini", 1.0, text=leaked)
+    assert masked.raw_text is None and "sk-kept" not in masked.body_text()
+    assert json.loads(masked.body_text())["choices"][0]["message"]["content"] == "[redacted] café / 4"
+
+
 @pytest.mark.parametrize("url, bad", [
     ("http://127.0.0.1:8000/v1", False), ("https://api.example.org/v1?api-version=2024-06-01", False),
     ("https://user:pw@api.example.org/v1", True), ("https://token@api.example.org", True),

@@ -10,6 +10,7 @@ typed here.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, Mapping, Sequence
 
@@ -105,6 +106,11 @@ class Completion:
     cached_tokens: int | None = None
     reasoning_tokens: int | None = None
     limits: RateInfo | None = None  # the provider's x-ratelimit-* headers with this answer
+    raw_text: str | None = None  # the body exactly as received, when redaction masked nothing in it (stored as is)
+
+    def body_text(self) -> str:
+        """The body to keep: as received when nothing was masked, else the masked body encoded once."""
+        return self.raw_text if self.raw_text is not None else json.dumps(self.raw, ensure_ascii=False)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,6 @@ Ctrl-C stops waiting; the batches keep running and stay stored. docs/batch.md is
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import os
 import time
@@ -430,7 +429,7 @@ class BatchSender(Executor):
                           batch=True)
         completion = replace(completion, cost=cost)
         record = ResponseRecord(request_hash=request_hash, run_id=self.run_id, attempt=0, ok=True, status=200,
-                                kind=None, error=None, body=json.dumps(completion.raw, ensure_ascii=False),
+                                kind=None, error=None, body=completion.body_text(),
                                 prompt_tokens=completion.prompt_tokens,
                                 completion_tokens=completion.completion_tokens, cost=cost, latency_ms=None,
                                 cached_tokens=completion.cached_tokens, reasoning_tokens=completion.reasoning_tokens,

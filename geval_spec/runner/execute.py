@@ -24,7 +24,6 @@ a grace period) cancels what is in flight.
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 import time
 from dataclasses import dataclass, field
@@ -216,7 +215,7 @@ def cache_saving(model: str, cached_tokens: int) -> float:
 def response_record(run_id: str, request: Request, attempt: int, completion: Completion | None,
                     error: TransportError | None) -> ResponseRecord:
     if completion is not None:
-        body = json.dumps(completion.raw, ensure_ascii=False)  # the body as received, secrets masked
+        body = completion.body_text()  # the body as received, or with its secrets masked
         return ResponseRecord(request_hash=request.hash, run_id=run_id, attempt=attempt, ok=True, status=200,
                               kind=None, error=None, body=body, prompt_tokens=completion.prompt_tokens,
                               completion_tokens=completion.completion_tokens, cost=completion.cost,

@@ -142,14 +142,18 @@ def usage_of(data: JsonObject) -> tuple[int | None, int | None, int | None, int 
 
 
 def completion_from_openai(data: JsonObject, model: str, latency_ms: float,
-                           limits: RateInfo | None = None) -> Completion:
+                           limits: RateInfo | None = None, text: str | None = None) -> Completion:
     """Parse an OpenAI chat.completion JSON body (redacted first); raise TransportError(malformed) if it is not one.
 
     Token logprobs are kept as the body has them and read only where they are needed (:class:`Logprobs`).
+    ``text`` is the body as received: it is kept, to be stored as is, when redaction masked nothing in it
+    (otherwise the masked body is encoded again, and the received text is dropped).
     """
     from geval_spec.judge import costs
 
+    received = data
     data = redact_body(data)
+    raw_text = text if text is not None and data == received else None
     if not isinstance(data, dict) or not isinstance(data.get("choices"), list) or not data["choices"]:
         raise TransportError("malformed", "response has no choices")
     choices = []
@@ -165,7 +169,7 @@ def completion_from_openai(data: JsonObject, model: str, latency_ms: float,
     pt, ct, cached, reasoning = usage_of(data)
     return Completion(choices=tuple(choices), prompt_tokens=pt, completion_tokens=ct,
                       cost=costs.cost(model, pt, ct, cached), latency_ms=latency_ms, raw=data,
-                      cached_tokens=cached, reasoning_tokens=reasoning, limits=limits)
+                      cached_tokens=cached, reasoning_tokens=reasoning, limits=limits, raw_text=raw_text)
 
 
 def redact_body(data: Any) -> Any:

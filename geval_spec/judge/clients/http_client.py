@@ -109,7 +109,7 @@ class HttpClient:
             data = json.loads(text)
         except ValueError:
             raise TransportError("malformed", f"response body is not JSON: {text[:80]!r}") from None
-        return completion_from_openai(data, body["model"], latency, limits=limits)
+        return completion_from_openai(data, body["model"], latency, limits=limits, text=text)
 
     async def close(self) -> None:
         if self._session is not None:

@@ -46,6 +46,18 @@ def test_a_second_success_for_a_hash_is_not_stored(tmp_path):
         assert store.last_errors(["b"]) == {"b": "boom"}
 
 
+def test_rows_go_in_chunks_and_all_arrive(tmp_path, monkeypatch):
+    """Large inserts are cut into INSERT_CHUNK rows a statement (bounded memory); no row is lost at the seams,
+    and a duplicate across two chunks is still refused once."""
+    from geval_spec.store import db as dbmod
+
+    monkeypatch.setattr(dbmod, "INSERT_CHUNK", 3)
+    with Store(tmp_path / "r.duckdb") as store:
+        store.write_responses([record(f"h{i}") for i in range(10)] + [record("h1", attempt=1)])
+        rows = store.con.execute("SELECT request_hash, attempt FROM answers ORDER BY request_hash").fetchall()
+        assert rows == sorted((f"h{i}", 0) for i in range(10))
+
+
 def test_gate_thread_commits_everything_in_short_sessions(tmp_path):
     db = tmp_path / "r.duckdb"
     Store(db).close()

@@ -23,7 +23,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
-from geval_spec.dataset.readers import file_format, read_records
+from geval_spec.dataset.readers import file_format, stream_records
 from geval_spec.errors import DataError, Problem
 from geval_spec.files import ReadError
 from geval_spec.spec.sections import HumanScale
@@ -248,35 +248,41 @@ def load_dataset(spec: Spec, path: Path, display: str, key_problem: KeyProblem) 
     if fmt is None:
         raise DataError(problems=[key_problem(("data", "path"),
                                               f"cannot tell the format of {display}; set data.format")])
-    try:
-        records = read_records(path, fmt)
-    except ReadError as exc:
-        where = f" ({exc.where})" if exc.where else ""
-        raise DataError(problems=[key_problem(("data", "path"), f"{display}{where}: {exc}")]) from None
-    if not records.rows:
-        raise DataError(problems=[key_problem(("data", "path"), f"{display} holds no records")])
     d = spec.data
-    absent = _absent_columns(spec, records.rows, records.columns, display, key_problem)
-    if absent:
-        raise DataError(problems=absent)
     bad = _Collector(display, key_problem)
     reader = _CaseReader(spec, bad)
     cases: list[Case] = []
     seen: dict[str, int] = {}
     dupes: dict[str, list[int]] = {}
-    unit = records.unit
-    for n, (rec, pos) in enumerate(zip(records.rows, records.positions), 1):
-        where = f"{unit} {pos}"
-        raw_id = lookup(rec, d.id)
-        case_id = _as_label(raw_id)
-        if case_id is None or case_id == "":
-            bad.add(("data", "id"), f"no id at '{d.id}'", where)
-            continue
-        if case_id in seen:
-            dupes.setdefault(case_id, [seen[case_id]]).append(pos)
-            continue
-        seen[case_id] = pos
-        cases.append(reader.case(rec, case_id, n, where))
+    present: set[str] = set()  # every top-level key of every record
+    columns: dict[str, None] = {}  # the keys of the first 100 records, in order (the file's columns)
+    count = 0
+    try:  # one record at a time: a record is dropped once it is a case
+        unit, rows = stream_records(path, fmt)
+        for n, (rec, pos) in enumerate(rows, 1):
+            count = n
+            present.update(rec)
+            if n <= 100:
+                columns.update(dict.fromkeys(rec))
+            where = f"{unit} {pos}"
+            raw_id = lookup(rec, d.id)
+            case_id = _as_label(raw_id)
+            if case_id is None or case_id == "":
+                bad.add(("data", "id"), f"no id at '{d.id}'", where)
+                continue
+            if case_id in seen:
+                dupes.setdefault(case_id, [seen[case_id]]).append(pos)
+                continue
+            seen[case_id] = pos
+            cases.append(reader.case(rec, case_id, n, where))
+    except ReadError as exc:
+        where = f" ({exc.where})" if exc.where else ""
+        raise DataError(problems=[key_problem(("data", "path"), f"{display}{where}: {exc}")]) from None
+    if count == 0:
+        raise DataError(problems=[key_problem(("data", "path"), f"{display} holds no records")])
+    absent = _absent_columns(spec, present, display, key_problem)
+    if absent:  # before anything about single records: a misspelt column would flag every one
+        raise DataError(problems=absent)
     problems = bad.problems()
     if dupes:
         listed = "; ".join(f"{k!r} ({unit}s {', '.join(map(str, v))})" for k, v in list(dupes.items())[:10])
@@ -291,11 +297,10 @@ def load_dataset(spec: Spec, path: Path, display: str, key_problem: KeyProblem) 
     if problems:
         raise DataError(problems=problems)
     return Dataset(path=path, display=display, cases=tuple(cases), sha256=file_sha256(path),
-                   columns=records.columns)
+                   columns=tuple(columns))
 
 
-def _absent_columns(spec: Spec, rows: list[dict[str, Any]], columns: tuple[str, ...], display: str,
-                    key_problem: KeyProblem) -> list[Problem]:
+def _absent_columns(spec: Spec, present: set[str], display: str, key_problem: KeyProblem) -> list[Problem]:
     """A problem per column the spec names that no record has, listing the file's columns."""
     d = spec.data
     named: list[tuple[KeyPath, str]] = [(("data", "id"), d.id)]
@@ -310,7 +315,6 @@ def _absent_columns(spec: Spec, rows: list[dict[str, Any]], columns: tuple[str, 
             named.append((("data", attr), col))
     if spec.split is not None and hasattr(spec.split, "field"):
         named.append((("split", "field"), spec.split.field))
-    present = set(columns) | {k for r in rows for k in r}
     out = []
     for key, dotted in named:
         top = dotted.split(".")[0]

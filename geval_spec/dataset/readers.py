@@ -20,7 +20,7 @@ import io
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from geval_spec.files import ReadError, check_input, lines, read_text
 
@@ -67,15 +67,31 @@ def read_json(path: Path) -> Records:
 def read_jsonl(path: Path) -> Records:
     rows: list[dict[str, Any]] = []
     positions: list[int] = []
+    for item, n in jsonl_rows(path):
+        rows.append(item)
+        positions.append(n)
+    return Records(rows, _columns(rows), "line", tuple(positions))
+
+
+def jsonl_rows(path: Path) -> Iterator[tuple[dict[str, Any], int]]:
+    """(record, line) of a JSON Lines file, one at a time: the records need not all be held at once."""
     for n, line in lines(read_text(path, "data file"), "data file"):
         if not line.strip():
             continue
         item = _decode(line, f"line {n}")
         if not isinstance(item, dict):
             raise ReadError(f"every line must be a JSON object, found {type(item).__name__}", where=f"line {n}")
-        rows.append(item)
-        positions.append(n)
-    return Records(rows, _columns(rows), "line", tuple(positions))
+        yield item, n
+
+
+def stream_records(path: Path, fmt: str) -> tuple[str, Iterator[tuple[dict[str, Any], int]]]:
+    """(unit, (record, position) pairs) of a data file. JSON Lines, the format of large data, is decoded a
+    line at a time as the pairs are taken, so its records need not all be in memory at once (BENCHMARKS.md,
+    scale); the other formats are read whole. Raises :class:`ReadError`, also while the pairs are taken."""
+    if fmt == "jsonl":
+        return "line", jsonl_rows(path)
+    records = read_records(path, fmt)
+    return records.unit, zip(records.rows, records.positions)
 
 
 def read_csv(path: Path) -> Records:

@@ -50,7 +50,7 @@ from geval_spec.runner.steps import generate_steps, needs_steps
 from geval_spec.spec.load import ParsedSpec
 from geval_spec.spec.sections import Judge, Spec
 from geval_spec.store.db import Store
-from geval_spec.store.gate import StoreGate
+from geval_spec.store.gate import StoreGate, store_settings
 from geval_spec.store.journal import Journal
 from geval_spec.store.records import RunInfo, RunJudge, RunSettings, RunStatus
 
@@ -181,6 +181,11 @@ def logprobs_check(spec: Spec) -> Check | None:
     return check
 
 
+def _session(db: Path) -> Store:
+    """A store session of the run, under the same DuckDB memory limit as the gate's (GEVAL_STORE_MEMORY)."""
+    return Store(db, memory_limit=store_settings()[1])
+
+
 def case_keys(parsed: ParsedSpec, cases: Sequence[Case], judges: Sequence[Judge]) -> dict[str, str]:
     """Case id -> the key of everything its judgment depends on (see the module docstring)."""
     plugins = ""
@@ -215,7 +220,7 @@ def _dry_run(parsed: ParsedSpec, cases: Sequence[Case], judges: tuple[Judge, ...
     plan = prepare_requests(parsed, cases, judges=judges)
     if not options.db.exists():
         return estimate(plan, unique(plan.requests), None)
-    with Store(options.db) as store:
+    with _session(options.db) as store:
         answered = store.answered(r.hash for r in plan.requests)
         pending = [r for r in unique(plan.requests) if r.hash not in answered]
         return estimate(plan, pending, store.typical_output_tokens(parsed.judging_fp))
@@ -258,7 +263,7 @@ def execute_run(parsed: ParsedSpec, options: RunOptions, on_progress: OnProgress
     if options.max_cost is not None:
         _check_ceiling(_dry_run(parsed, cases, judges, options), options.max_cost)
     steps_generated = needs_steps(parsed, options.regenerate_steps)
-    with Store(options.db) as store:
+    with _session(options.db) as store:
         if store.recovered:
             say(f"recovered {store.recovered} response(s) from an interrupted run")
         if steps_generated:
@@ -274,7 +279,7 @@ def _judge(parsed: ParsedSpec, data_sha256: str, cases: list[Case], judges: tupl
     run_id = run_id_for((parsed.name, parsed.spec.version), parsed.judging_fp, parsed.analysis_fp, data_sha256,
                         [(j.label, j.model) for j in judges], [c.id for c in cases])
     keys = case_keys(parsed, cases, judges)
-    with Store(options.db) as store:
+    with _session(options.db) as store:
         done = store.finished(run_id)
         if done:
             return _summary(store, run_id, parsed.name, len(cases), Progress(), len(cases), options.db)
@@ -293,7 +298,7 @@ def _judge(parsed: ParsedSpec, data_sha256: str, cases: list[Case], judges: tupl
     except BlockingIOError:
         raise InputError(problems=[Problem(f"this run ({run_id}: the same spec, data, judges and cases) is in "
                                            "progress in another process; wait for it or stop it")]) from None
-    with Store(options.db) as store:
+    with _session(options.db) as store:
         earlier = store.set_aside(run_id)  # a run stopped midway: its judgments are reused below
         store.create_run(info, cases, splits=assign_splits(parsed.spec, tuple(cases)), case_keys=keys)
         reused = store.reuse_judgments(run_id, [j.label for j in judges], keys)
@@ -325,7 +330,7 @@ def _judge(parsed: ParsedSpec, data_sha256: str, cases: list[Case], judges: tupl
         gate.put(lambda s: s.finish_run(run_id, status, error))
         gate.close()  # raises if responses could not be stored: the journal then stays for the next run
         journal.discard()
-    with Store(options.db) as store:
+    with _session(options.db) as store:
         return _summary(store, run_id, parsed.name, len(cases), progress, len(reused), options.db)
 
 

@@ -41,6 +41,7 @@ from geval_spec.store.sql import dumps as _dumps
 from geval_spec.store.sql import loads as _loads
 
 DEFAULT_WAIT = 120.0  # seconds to wait for another process to let go of the file
+INSERT_CHUNK = 10_000  # rows per INSERT statement (see Store.insert)
 
 
 def _duckdb() -> Any:
@@ -116,14 +117,18 @@ class Store(JudgmentTables, BatchTable):
         return Store._TYPES[table]
 
     def insert(self, cursor: Any, table: str, rows: Sequence[tuple[Any, ...]], ignore: bool = False) -> None:
-        """Insert many rows in one statement (columns passed as typed lists; executemany is 20x slower)."""
+        """Insert many rows, INSERT_CHUNK to a statement (columns passed as typed lists; executemany is 20x slower).
+
+        In chunks because DuckDB converts each list parameter whole: the 100,000 cases of a run in one
+        statement took 160 MB on the way in (BENCHMARKS.md, scale)."""
         if not rows:
             return
         types = self._types(table)
-        columns = [list(col) for col in zip(*rows)]
         select = ", ".join(f"unnest(?::{t}[])" for t in types)
         verb = "INSERT OR IGNORE INTO" if ignore else "INSERT INTO"
-        cursor.execute(f"{verb} {table} SELECT {select}", columns)
+        for start in range(0, len(rows), INSERT_CHUNK):
+            columns = [list(col) for col in zip(*rows[start:start + INSERT_CHUNK])]
+            cursor.execute(f"{verb} {table} SELECT {select}", columns)
 
     def transaction(self, work: Callable[[Any], None]) -> None:
         c = self.con.cursor()

@@ -1,6 +1,6 @@
 """Wall time of `geval-spec validate` on the example specs, as a ratio to importing its three core libraries.
 
-Run: .venv/bin/python bench/validate_speed.py [--no-template-cache]
+Run: .venv/bin/python bench/validate_speed.py
 
 Target: validate <= 2.5 x the wall time of ``python -c "import pydantic, jinja2, ruamel.yaml"``, both
 measured in this run, alternating (machines differ 2x between sessions; the ratio does not). Prints
@@ -11,19 +11,15 @@ figure the target is judged on) and, as a check on noise, the median of the 30 p
 Python's bytecode cache written. The runs therefore drop
 PYTHONDONTWRITEBYTECODE, which some sandboxes set (then every start
 recompiles geval-spec's own modules from source); the warm-up runs write the
-cache. They also write geval-spec's template cache (compiled templates, in a
-temporary folder here); ``--no-template-cache`` turns it off, which is what
-the first `validate` after a template changes costs.
+cache.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -44,8 +40,6 @@ def once(cmd: list[str], env: dict[str, str]) -> float:
 
 def main() -> None:
     warm = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    cache = tempfile.mkdtemp(prefix="geval-template-cache-")
-    warm["GEVAL_CACHE_DIR"] = "" if "--no-template-cache" in sys.argv[1:] else cache
     for _ in range(3):
         once(VALIDATE, warm)
         once(IMPORTS, warm)
@@ -55,9 +49,7 @@ def main() -> None:
         runs["imports"].append(once(IMPORTS, warm))
     v, i = statistics.median(runs["validate"]), statistics.median(runs["imports"])
     specs = len(list((ROOT / "specs").glob("*.yaml")))
-    shutil.rmtree(cache, ignore_errors=True)
-    what = "template cache off" if not warm["GEVAL_CACHE_DIR"] else "template cache on"
-    print(f"validate of {specs} example specs ({what}): median {v:.3f} s (min {min(runs['validate']):.3f}, "
+    print(f"validate of {specs} example specs: median {v:.3f} s (min {min(runs['validate']):.3f}, "
           f"max {max(runs['validate']):.3f})")
     print(f"import pydantic, jinja2, ruamel.yaml: median {i:.3f} s (min {min(runs['imports']):.3f}, "
           f"max {max(runs['imports']):.3f})")

@@ -14,12 +14,6 @@ ROOT = Path(__file__).resolve().parent.parent
 TESTS = ROOT / "tests"
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _template_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Compiled templates go to a folder of this test session (the CLI subprocesses inherit it), not the user's."""
-    os.environ["GEVAL_CACHE_DIR"] = str(tmp_path_factory.mktemp("template-cache"))
-
-
 @dataclass
 class Result:
     code: int

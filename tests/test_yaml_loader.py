@@ -115,7 +115,10 @@ EDGES = ["a:\n", "a: ''\n", "- \n- b\n", "a: |\n# c\n", "a: >\n...\n", "a: |#\n 
          "a: b\r\nc: d\r\n", "\ufeffa: b\n", "a: b\u2028c\n", "a: \x85\n", "a: b\n...\nc: d\n", "a: b\n---\nc: d\n",
          "{a:b}\n", "[a: b]\n", "? a\n: b\n", "a: 'x\n\n  y'\n", 'a: "\\x41\\u263a"\n', "a: [b,]\n", "a: {b: c,}\n",
          "a: b: c\n", "a: @x\n", "a: `x\n", "a: 'unterminated\n", "a:\n  - b\n - c\n", "a: |2\n   x\n",
-         "key: 1\nkey: 2\n", "a: [\n", "a: b\n  c: d\n", "<<: {a: b}\n", "yes: no\n", "1.5: x\n", "a: 1_000\n"]
+         "key: 1\nkey: 2\n", "a: [\n", "a: b\n  c: d\n", "<<: {a: b}\n", "yes: no\n", "1.5: x\n", "a: 1_000\n",
+         # found by a review's fuzzing (libyaml accepted, read otherwise, or its events raised a different problem)
+         'x: ["a":b]\n', "x: [ '?':a,]\n", "a: >\n  \n   x\n", ">+\n\n#", "{a: 1, a?: 2}\n", "{null?: b}",
+         "x: [[a]:b]", "a: |\n  x\n  \n  y\n", "--- >\n x\n", "x: {'a':b}\n"]
 
 
 @pytest.mark.parametrize("path", YAML_FILES, ids=lambda p: str(p.relative_to(ROOT)))

@@ -257,6 +257,8 @@ def load_dataset(spec: Spec, path: Path, display: str, key_problem: KeyProblem) 
     present: set[str] = set()  # every top-level key of every record
     columns: dict[str, None] = {}  # the keys of the first 100 records, in order (the file's columns)
     count = 0
+    id_col = d.id
+    plain_id = "." not in id_col
     try:  # one record at a time: a record is dropped once it is a case
         unit, rows = stream_records(path, fmt)
         for n, (rec, pos) in enumerate(rows, 1):
@@ -264,17 +266,16 @@ def load_dataset(spec: Spec, path: Path, display: str, key_problem: KeyProblem) 
             present.update(rec)
             if n <= 100:
                 columns.update(dict.fromkeys(rec))
-            where = f"{unit} {pos}"
-            raw_id = lookup(rec, d.id)
-            case_id = _as_label(raw_id)
+            raw_id = rec.get(id_col, _MISSING) if plain_id else lookup(rec, id_col)
+            case_id = raw_id if type(raw_id) is str else _as_label(raw_id)
             if case_id is None or case_id == "":
-                bad.add(("data", "id"), f"no id at '{d.id}'", where)
+                bad.add(("data", "id"), f"no id at '{d.id}'", f"{unit} {pos}")
                 continue
             if case_id in seen:
                 dupes.setdefault(case_id, [seen[case_id]]).append(pos)
                 continue
             seen[case_id] = pos
-            cases.append(reader.case(rec, case_id, n, where))
+            cases.append(reader.case(rec, case_id, n, f"{unit} {pos}"))
     except ReadError as exc:
         where = f" ({exc.where})" if exc.where else ""
         raise DataError(problems=[key_problem(("data", "path"), f"{display}{where}: {exc}")]) from None

@@ -117,29 +117,21 @@ class Renderer:
         return text, display, lambda: True
 
     def _compile(self) -> tuple[Any, Any, frozenset[str]]:
-        """Environment, template and the names it reads; the code comes from the template cache when it can."""
+        """Environment, template and the names it reads from its context."""
         from jinja2 import FunctionLoader, StrictUndefined, TemplateSyntaxError
 
-        from geval_spec.judge import template_cache
         from geval_spec.judge.sandbox import LimitedSandbox
 
         source = self.source
         env: Any = LimitedSandbox(loader=FunctionLoader(self._load), undefined=StrictUndefined, **ENV_OPTIONS)
-        key = template_cache.entry_key(repr(sorted(ENV_OPTIONS.items())), source.name, source.text)
-        entry = template_cache.load(key)
-        if entry is not None:
-            code, undeclared, refs = entry
-            self._check_references(refs)
-        else:
-            try:  # parse once: the same tree is checked for unknown names and compiled
-                tree = env.parse(source.text, name=source.name, filename=source.name)
-                refs = _constant_references(tree)
-                self._check_references(refs)
-                code, undeclared = env.compile_tree(tree, source.name)
-            except TemplateSyntaxError as exc:
-                raise TemplateError(problems=[self._problem(exc.filename or source.name, exc.lineno,
-                                                            f"template syntax error: {exc.message}")]) from None
-            template_cache.store(key, (code, undeclared, refs))
+        try:  # parse once: the same tree is checked for unknown names and compiled
+            tree = env.parse(source.text, name=source.name, filename=source.name)
+            if source.read_include is not None:  # a built-in template includes nothing
+                self._check_references(_constant_references(tree))
+            code, undeclared = env.compile_tree(tree, source.name)
+        except TemplateSyntaxError as exc:
+            raise TemplateError(problems=[self._problem(exc.filename or source.name, exc.lineno,
+                                                        f"template syntax error: {exc.message}")]) from None
         template: Any = env.template_class.from_code(env, code, env.make_globals(None))
         return env, template, undeclared
 

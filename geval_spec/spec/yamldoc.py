@@ -212,10 +212,6 @@ class _Builder:
                 self.count(mark=at)
 
 
-class _FastParseFailed(Exception):
-    """libyaml's parser refused the text: the pure parser reads it again and words the error."""
-
-
 _NO_FAST_PARSE = object()
 
 
@@ -226,46 +222,49 @@ def _build_fast(builder: _Builder, text: str) -> Any:
     (BENCHMARKS.md, validate). Its events are the same classes with the same
     marks, so the builder and every check are shared. libyaml reads YAML 1.1
     and ruamel YAML 1.2, and the two disagree at the edges: the position of an
-    empty value, anchor names, tags, block scalars with nothing in them,
-    ``...`` markers, control characters. Texts and events of those kinds go to
-    the pure parser, as does everything libyaml refuses (so syntax errors keep
-    one wording) and every text when the extension is not installed. What is
-    left gives the same events and marks from both parsers:
-    tests/test_yaml_loader.py compares them on the test corpora and on
-    generated texts.
+    empty value, anchor names, tags, block scalars (empty, at the top, or with
+    a line of spaces in them), ``...`` markers, a colon glued to a quote or a
+    bracket, control characters. Texts and events of those kinds go to the
+    pure parser. So does every text libyaml refuses anywhere (all its events
+    are read before anything is built), every text whose building raises a
+    problem (the pure parser words it, or finds that there is none), every
+    text over FAST_MAX_CHARS, and every text when the extension is not
+    installed. What is left gives the same events and marks from both
+    parsers: tests/test_yaml_loader.py compares them on the test corpora, on
+    the edges found so far and on generated texts.
     """
-    if _FAST_UNSURE.search(text):
+    if len(text) > FAST_MAX_CHARS or _FAST_UNSURE.search(text):
         return _NO_FAST_PARSE
     try:
         from _ruamel_yaml import CParser
     except ImportError:
         return _NO_FAST_PARSE
     parser = CParser(text)
-
-    def events() -> Iterator[Any]:
-        while True:
-            try:
-                ev = parser.get_event()
-            except Exception as exc:  # anything libyaml refuses: the pure parser says why
-                raise _FastParseFailed from exc
-            name = type(ev).__name__
-            if name == "AliasEvent" or getattr(ev, "anchor", None) or getattr(ev, "tag", None) or \
-                    (name == "ScalarEvent" and ev.value == ""):
-                raise _FastParseFailed
-            yield ev
-            if name == "StreamEndEvent":
-                return
-
+    events = []
+    while True:
+        try:
+            ev = parser.get_event()
+        except Exception:  # anything libyaml refuses: the pure parser says why
+            return _NO_FAST_PARSE
+        name = type(ev).__name__
+        if name == "AliasEvent" or getattr(ev, "anchor", None) or getattr(ev, "tag", None) or \
+                (name == "ScalarEvent" and ev.value == ""):
+            return _NO_FAST_PARSE
+        events.append(ev)
+        if name == "StreamEndEvent":
+            break
     try:
-        return builder.build(events())
-    except _FastParseFailed:
+        return builder.build(events)
+    except SpecError:  # the pure parser decides, in its own words
         return _NO_FAST_PARSE
 
 
+FAST_MAX_CHARS = 512_000  # larger texts go to the pure parser (the events are held before building)
 # text the fast parser leaves to the pure one: control and separator characters, directives, block scalar
-# headers with a comment glued on, document end markers
-_FAST_UNSURE = re.compile(r"[\t\r\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029\ufeff\ud800-\udfff]|^%|[|>][-+0-9]*#|^\.\.\.",
-                          re.MULTILINE)
+# headers with a comment glued on or at the top level, lines of spaces only, document end markers, a colon
+# glued to a closing bracket or quote
+_FAST_UNSURE = re.compile(r"[\t\r\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029\ufeff\ud800-\udfff]|^%|[|>][-+0-9]*#"
+                          r"|^\.\.\.|^[ ]+$|^(?:--- *)?[|>]|[\]}'\"]:\S", re.MULTILINE)
 
 
 def _flow_depth_line(text: str) -> int | None:

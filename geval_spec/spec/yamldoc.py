@@ -259,7 +259,7 @@ def _build_fast(builder: _Builder, text: str) -> Any:
         return _NO_FAST_PARSE
 
 
-FAST_MAX_CHARS = 512_000  # larger texts go to the pure parser (the events are held before building)
+FAST_MAX_CHARS = 128_000  # larger texts go to the pure parser (the events are held before building; specs are a few KB)
 # text the fast parser leaves to the pure one: control and separator characters, directives, block scalar
 # headers with a comment glued on or at the top level, lines of spaces only, document end markers, a colon
 # glued to a closing bracket or quote

@@ -103,6 +103,8 @@ def as_text(value: Any) -> str:
 
 
 def _as_label(value: Any) -> str | None:
+    if type(value) is str:
+        return value
     if value is None or value is _MISSING:
         return None
     if isinstance(value, float) and value.is_integer():
@@ -181,8 +183,9 @@ class _CaseReader:
         self.bad = bad
         self.fields = tuple(d.fields.items())
         humans = [d.human] if isinstance(d.human, str) else list(d.human)
-        self.humans: tuple[tuple[str, KeyPath], ...] = tuple((col, ("data", "human") if isinstance(d.human, str) else ("data", "human", i))
-                            for i, col in enumerate(humans))
+        keys: list[KeyPath] = [("data", "human")] if isinstance(d.human, str) else \
+            [("data", "human", i) for i in range(len(humans))]
+        self.humans = tuple(zip(humans, keys))
         self.scale = d.human_scale
         self.optional = tuple((attr, getattr(d, attr)) for attr in ("group", "system", "category", "model_family"))
         split = spec.split
@@ -257,8 +260,6 @@ def load_dataset(spec: Spec, path: Path, display: str, key_problem: KeyProblem) 
     present: set[str] = set()  # every top-level key of every record
     columns: dict[str, None] = {}  # the keys of the first 100 records, in order (the file's columns)
     count = 0
-    id_col = d.id
-    plain_id = "." not in id_col
     try:  # one record at a time: a record is dropped once it is a case
         unit, rows = stream_records(path, fmt)
         for n, (rec, pos) in enumerate(rows, 1):
@@ -266,8 +267,7 @@ def load_dataset(spec: Spec, path: Path, display: str, key_problem: KeyProblem) 
             present.update(rec)
             if n <= 100:
                 columns.update(dict.fromkeys(rec))
-            raw_id = rec.get(id_col, _MISSING) if plain_id else lookup(rec, id_col)
-            case_id = raw_id if type(raw_id) is str else _as_label(raw_id)
+            case_id = _as_label(lookup(rec, d.id))
             if case_id is None or case_id == "":
                 bad.add(("data", "id"), f"no id at '{d.id}'", f"{unit} {pos}")
                 continue

@@ -26,12 +26,12 @@ from geval_spec.runner.batch import for_batch
 from geval_spec.runner.execute import Check, Executor, Outcome, Progress, Routes, Settings
 from geval_spec.spec.load import ParsedSpec
 from geval_spec.spec.sections import Judge
-from geval_spec.store.db import Store
 from geval_spec.store.gate import StoreGate
 from geval_spec.store.journal import Journal
 from geval_spec.store.records import ResponseRecord
 
-CHUNK = 2000  # cases planned at a time
+FIRST_CHUNK = 64  # cases planned before the first request goes out
+CHUNK = 500  # cases planned at a time after that (rendering blocks the event loop meanwhile: keep it short)
 JUDGMENT_BATCH = 200  # judgments handed to the gate at a time
 GRACE = 3.0  # seconds in-flight requests get after the first Ctrl-C
 OUTAGE_SHARE = 0.5  # more than this share of cases failing in transport is an outage, not a quality result
@@ -114,18 +114,14 @@ class Engine:
             self.gate.add_judgments(self.run_id, batch, keys)
 
     # -- planning ---------------------------------------------------------------------------
-    def _plan(self, chunk: Sequence[Case]) -> list[Request]:
+    async def _plan(self, chunk: Sequence[Case]) -> list[Request]:
         """Render a chunk of cases; register their requests; return those still to send."""
         findings = precheck(self.parsed, chunk)
         plan = prepare_requests(self.parsed, chunk, judges=tuple(self.judges), findings=findings)
         requests = list(plan.requests)
         start = self.position
         self.position += len(requests)
-        def persist(store: Store) -> None:
-            store.add_requests(self.run_id, requests, start)
-            store.save_findings(self.run_id, findings, replace_all=False)
-
-        self.gate.call(persist)  # the cases' requests are stored before their answers can arrive
+        self.gate.add_requests(self.run_id, requests, start, findings)  # stored no later than their answers
         groups: dict[tuple[str, str], _Group] = {}
         for r in requests:
             group = groups.setdefault((r.case_id, r.judge), _Group(r.case_id, r.judge, []))
@@ -136,7 +132,8 @@ class Engine:
         fresh = {r.hash: r for r in requests if r.hash not in self.sent}
         self.progress.total += len(fresh)
         if self.reuse_answers and fresh:
-            stored = self.gate.call(lambda store: store.ok_responses(list(fresh)))
+            # looked up in the store's thread while the event loop goes on with what is in flight
+            stored = await asyncio.to_thread(self.gate.call, lambda store: store.ok_responses(list(fresh)))
             for h, recorded in stored.items():
                 self.progress.cached += 1
                 self.sent.add(h)
@@ -146,9 +143,11 @@ class Engine:
         return out
 
     async def _feed(self, cases: Sequence[Case]) -> AsyncIterator[Request]:
-        for i in range(0, len(cases), CHUNK):
-            for request in self._plan(cases[i:i + CHUNK]):
+        start, size = 0, FIRST_CHUNK
+        while start < len(cases):
+            for request in await self._plan(cases[start:start + size]):
                 yield request
+            start, size = start + size, CHUNK
 
     async def _feed_list(self, requests: Sequence[Request]) -> AsyncIterator[Request]:
         for request in requests:
@@ -252,7 +251,7 @@ class Engine:
                  f"fallback {spec.scoring.fallback}")
         requests, start = list(self.fallback), self.position
         self.position += len(requests)
-        self.gate.put(lambda store: store.add_requests(self.run_id, requests, start))
+        self.gate.add_requests(self.run_id, requests, start)
         groups: dict[tuple[str, str], _Group] = {}
         for r in requests:
             groups.setdefault((r.case_id, r.judge), _Group(r.case_id, r.judge, [], fallback=True)).requests.append(r)

@@ -125,3 +125,54 @@ def test_undeclared_names_are_the_ones_jinja_meta_finds(text):
     _, undeclared = env.compile_tree(tree, "t.j2")
     assert undeclared == meta.find_undeclared_variables(env.parse(text))
     assert undeclared  # every case reads at least one name
+
+
+_USER = "{% block user %}{{ history }}|{{ fact }}|{{ candidate }}{% endblock %}"
+REUSE_CASES = [  # (template, whether its system block is rendered once for all cases)
+    ("{% block system %}{{ task }} {{ criterion.name }}{% for s in steps %}{{ loop.index }}. {{ s }}{% endfor %}"
+     "{% endblock %}" + _USER, True),
+    ("{% block system %}{% for i in range(3) %}{{ i }}{% endfor %}{{ rubric.max if rubric else method }}"
+     "{% set n = namespace(k=1) %}{{ n.k }}{{ dict(a=1) | tojson }}{% endblock %}" + _USER, True),
+    ("{% block system %}{{ task }} {{ candidate }}{% endblock %}" + _USER, False),  # reads the case
+    ("{% block system %}{{ findings | length }}{% endblock %}" + _USER, False),  # the case's findings
+    ("{% block system %}{% macro m() %}{{ fact }}{% endmacro %}{{ m() }}{% endblock %}" + _USER, False),
+    ("{% block system %}{% if history is defined %}{{ history }}{% endif %}{% endblock %}" + _USER, False),
+    ("{% block system %}{{ [1, 2, 3, 4, 5, 6, 7, 8] | random }}{% endblock %}" + _USER, False),
+    ("{% block system %}{% filter random %}abcdefgh{% endfilter %}{% endblock %}" + _USER, False),
+    ("{% block system %}{{ lipsum(1) }}{% endblock %}" + _USER, False),
+    ("{% block system %}{{ task }}{{ self.user() }}{% endblock %}" + _USER, False),
+]
+
+
+@pytest.mark.parametrize("text,reused", REUSE_CASES)
+def test_a_block_that_reads_nothing_of_the_case_is_rendered_once(text, reused, monkeypatch):
+    """Each case gets the messages a renderer of its own would give it; a system block is rendered once only when
+    its text cannot depend on the case (no case name read, no random text, no other block's code)."""
+    r = _renderer(text)
+    calls = []
+    block = r.template.blocks["system"]
+    monkeypatch.setitem(r.template.blocks, "system", lambda ctx: calls.append(1) or block(ctx))
+    cases = [(f"c{i}", {"history": f"h{i}", "fact": f"f{i}", "candidate": f"c{i}"}) for i in range(4)]
+    got = [r.render(cid, fields) for cid, fields in cases]
+    assert len(calls) == (1 if reused else len(cases))
+    if "random" not in text and "lipsum" not in text:
+        assert got == [_renderer(text).render(cid, fields) for cid, fields in cases]
+
+
+def test_a_case_value_named_like_a_spec_variable_is_not_served_from_the_reused_block():
+    text = "{% block system %}{{ task }}{% endblock %}" + _USER
+    r = _renderer(text)
+    fields = {"history": "h", "fact": "f", "candidate": "c"}
+    first = r.render("a", fields).messages[0].content
+    shadowed = r.render("b", dict(fields, task="the case's own task")).messages[0].content
+    assert shadowed == "the case's own task" != first and r.render("c", fields).messages[0].content == first
+
+
+def test_a_reused_block_still_counts_against_the_output_limit(monkeypatch):
+    text = "{% block system %}{{ task * 40 }}{% endblock %}" + _USER
+    r = _renderer(text)
+    fields = {"history": "h", "fact": "f", "candidate": "c"}
+    size = len(r.render("a", fields).messages[0].content)
+    monkeypatch.setenv("GEVAL_RENDER_MAX_BYTES", str(size + 3))  # the system block alone fits, with the case not
+    with pytest.raises(TemplateError, match="case 'b'"):
+        r.render("b", fields)

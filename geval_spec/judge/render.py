@@ -16,6 +16,7 @@ rendering the template with sentinel values in place of every case variable.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from geval_spec.errors import Problem, TemplateError
@@ -63,8 +64,40 @@ def spec_context(spec: Spec, steps: tuple[str, ...]) -> dict[str, Any]:
     }
 
 
-_COMPILED: dict[tuple[str, str], tuple[Any, Any, frozenset[str]]] = {}  # templates without includes
+_COMPILED: dict[tuple[str, str], "_Compiled"] = {}  # templates without includes
 ENV_OPTIONS = {"trim_blocks": True, "lstrip_blocks": True, "keep_trailing_newline": False, "autoescape": False}
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    """A compiled template with what the renderer needs to know about it."""
+
+    env: Any
+    template: Any
+    undeclared: frozenset[str]  # the names it reads from its context
+    block_reads: Mapping[str, frozenset[str]]  # block -> the names it reads from its context (globals included)
+    pure_blocks: frozenset[str]  # blocks whose text depends on nothing but the names they read (see _pure_blocks)
+
+
+def _pure_blocks(tree: Any) -> frozenset[str]:
+    """The blocks whose output is a function of the context names they read, and nothing else.
+
+    Not one of them: with extends, include, import or from anywhere in the
+    template (another template's code runs), a block that reads ``self`` or
+    ``super`` (another block's code), and one that uses the ``random``
+    filter or ``lipsum`` (a different text every time).
+    """
+    from jinja2 import nodes
+
+    if tree.find((nodes.Extends, nodes.Include, nodes.Import, nodes.FromImport)) is not None:
+        return frozenset()
+    pure = set()
+    for block in tree.find_all(nodes.Block):
+        names = {n.name for n in block.find_all(nodes.Name)}
+        if names & {"self", "super", "lipsum"} or any(f.name == "random" for f in block.find_all(nodes.Filter)):
+            continue
+        pure.add(block.name)
+    return frozenset(pure)
 
 
 def _constant_references(tree: Any) -> tuple[tuple[int, str], ...]:
@@ -96,9 +129,13 @@ class Renderer:
             cached = self._compile()
             if source.read_include is None:
                 _COMPILED[(source.name, source.text)] = cached
-        self.env, self.template, undeclared = cached
-        self._check_names(undeclared)
+        self.env, self.template = cached.env, cached.template
+        self._check_names(cached.undeclared)
         self.blocks = [b for b in ("system", "user") if b in self.template.blocks]
+        # A block that reads nothing of the case renders to the same text for every case: rendered once and
+        # reused, so long as each name it reads is, in the case's context, the spec's own value (BENCHMARKS.md).
+        self._fixed = {b: cached.block_reads.get(b, frozenset()) for b in self.blocks if b in cached.pure_blocks}
+        self._same: dict[str, str] = {}  # block -> its output, as rendered (before strip)
 
     def _load(self, name: str) -> tuple[str, str, Callable[[], bool]] | None:
         """Jinja's loader: the template itself, or a file of the project it includes (never one outside)."""
@@ -116,8 +153,8 @@ class Renderer:
         self._includes[display] = text
         return text, display, lambda: True
 
-    def _compile(self) -> tuple[Any, Any, frozenset[str]]:
-        """Environment, template and the names it reads from its context."""
+    def _compile(self) -> _Compiled:
+        """Environment, template and the names it and its blocks read from their context."""
         from jinja2 import FunctionLoader, StrictUndefined, TemplateSyntaxError
 
         from geval_spec.judge.sandbox import LimitedSandbox
@@ -133,7 +170,8 @@ class Renderer:
             raise TemplateError(problems=[self._problem(exc.filename or source.name, exc.lineno,
                                                         f"template syntax error: {exc.message}")]) from None
         template: Any = env.template_class.from_code(env, code, env.make_globals(None))
-        return env, template, undeclared
+        reads = {name: frozenset(names) for name, names in env.block_reads.items()}
+        return _Compiled(env, template, undeclared, reads, _pure_blocks(tree))
 
     def _check_references(self, refs: tuple[tuple[int, str], ...]) -> None:
         """Templates named by include, import, from and extends with a constant name: inside the project."""
@@ -222,10 +260,23 @@ class Renderer:
                                              budget).strip()),)
         out = []
         for block in self.blocks:
-            text = _collect(self.template.blocks[block](self.template.new_context(ctx)), budget).strip()
+            same = self._same.get(block)
+            if same is not None and self._spec_values_only(block, ctx):
+                budget.output(same)
+                raw = same
+            else:
+                raw = _collect(self.template.blocks[block](self.template.new_context(ctx)), budget)
+                if block in self._fixed and self._spec_values_only(block, ctx):
+                    self._same[block] = raw
+            text = raw.strip()
             if text:
                 out.append(Message(block, text))
         return tuple(out)
+
+    def _spec_values_only(self, block: str, ctx: Mapping[str, Any]) -> bool:
+        """Whether every name ``block`` reads is, in ``ctx``, the spec's own value or a global (not the case's)."""
+        base = self.base
+        return all(name not in ctx or (name in base and ctx[name] is base[name]) for name in self._fixed[block])
 
     def _where(self, exc: BaseException) -> tuple[str, int | None]:
         tb = exc.__traceback__

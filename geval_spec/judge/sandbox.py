@@ -255,8 +255,11 @@ class _CodeGenerator(CodeGenerator):
         super().enter_frame(frame)
         env: Any = self.environment
         for action, param in frame.symbols.loads.values():
-            if action == VAR_LOAD_RESOLVE and param not in env.globals:
-                env.undeclared.add(param)
+            if action == VAR_LOAD_RESOLVE:
+                if frame.block is not None:  # a block's own function: what it reads, globals included
+                    env.block_reads.setdefault(frame.block, set()).add(param)
+                if param not in env.globals:
+                    env.undeclared.add(param)
 
 
 class LimitedSandbox(ImmutableSandboxedEnvironment):
@@ -269,6 +272,7 @@ class LimitedSandbox(ImmutableSandboxedEnvironment):
         super().__init__(*args, **kwargs)
         self._local = threading.local()
         self.undeclared: set[str] = set()  # filled by the code generator: see compile_tree
+        self.block_reads: dict[str, set[str]] = {}  # block -> the names it reads from its context (the same)
         self._idle = Budget(Limits.from_env(), timed=False)  # compile-time constant folding: sizes only
         for name, func in list(self.filters.items()):
             self.filters[name] = _limited_filter(self, name, func)
@@ -277,7 +281,7 @@ class LimitedSandbox(ImmutableSandboxedEnvironment):
 
     def compile_tree(self, tree: nodes.Template, name: str) -> tuple[types.CodeType, frozenset[str]]:
         """The code of a parsed template, and the names it reads from its context (its undeclared variables)."""
-        self.undeclared = set()
+        self.undeclared, self.block_reads = set(), {}
         code = self.compile(tree, name=name, filename=name)
         return code, frozenset(self.undeclared)
 

@@ -248,9 +248,9 @@ def execute_run(parsed: ParsedSpec, options: RunOptions, on_progress: OnProgress
     problems = model_problems(parsed, judges, from_cli=options.model is not None)
     if problems:
         raise InputError(problems=problems)
-    if not options.dry_run and options.replay is None and any(
-            client_name(j.client, j.model) == "litellm" for j in judges):
-        warm_up("litellm")  # seconds of import, while the data is read and the first prompts rendered
+    if not options.dry_run and options.replay is None:
+        for name in sorted({client_name(j.client, j.model) for j in judges}):
+            warm_up(name)  # the client's imports (litellm: seconds), while the data is read and the store opened
     dataset = read_cases(parsed)
     cases = select_cases(parsed, dataset.cases, options.split, options.limit)
     if options.shard is not None:
@@ -263,26 +263,37 @@ def execute_run(parsed: ParsedSpec, options: RunOptions, on_progress: OnProgress
     if options.max_cost is not None:
         _check_ceiling(_dry_run(parsed, cases, judges, options), options.max_cost)
     steps_generated = needs_steps(parsed, options.regenerate_steps)
-    with _session(options.db) as store:
+    with _session(options.db) as store:  # one session from the journals' recovery to the run's creation
         if store.recovered:
             say(f"recovered {store.recovered} response(s) from an interrupted run")
         if steps_generated:
             routes = Routes(judges[:1], 1, options.replay, options.backoff)
             parsed = generate_steps(parsed, judges[0], store, routes, options.regenerate_steps, say)
-    result = _judge(parsed, dataset.sha256, cases, judges, options, on_progress, say)
+        started = _start(store, parsed, dataset.sha256, cases, judges, options)
+    result = started if isinstance(started, RunResult) else _judge(parsed, cases, judges, options, started,
+                                                                   on_progress, say)
     return replace(result, steps_generated=steps_generated, dataset=dataset)
 
 
-def _judge(parsed: ParsedSpec, data_sha256: str, cases: list[Case], judges: tuple[Judge, ...],
-           options: RunOptions, on_progress: OnProgress | None, say: Say) -> RunResult:
-    """Reuse what is stored, stream the rest through the engine, and finish the run."""
+@dataclass(frozen=True)
+class _Started:
+    """A run created in the store, its journal locked, with the cases whose judgments were reused."""
+
+    run_id: str
+    keys: dict[str, str]
+    journal: Journal
+    reused: frozenset[str]
+    answers_exist: bool
+
+
+def _start(store: Store, parsed: ParsedSpec, data_sha256: str, cases: list[Case], judges: tuple[Judge, ...],
+           options: RunOptions) -> RunResult | _Started:
+    """The summary of the same run finished before, or the run created, with what it reuses."""
     run_id = run_id_for((parsed.name, parsed.spec.version), parsed.judging_fp, parsed.analysis_fp, data_sha256,
                         [(j.label, j.model) for j in judges], [c.id for c in cases])
     keys = case_keys(parsed, cases, judges)
-    with _session(options.db) as store:
-        done = store.finished(run_id)
-        if done:
-            return _summary(store, run_id, parsed.name, len(cases), Progress(), len(cases), options.db)
+    if store.finished(run_id):
+        return _summary(store, run_id, parsed.name, len(cases), Progress(), len(cases), options.db)
     info = RunInfo(run_id=run_id, kind="run", spec_name=parsed.name, spec_version=parsed.spec.version,
                    spec_ref=options.ref or parsed.name, spec_file=parsed.source.display,
                    judging_fp=parsed.judging_fp, analysis_fp=parsed.analysis_fp, resolved=parsed.resolved(),
@@ -298,13 +309,24 @@ def _judge(parsed: ParsedSpec, data_sha256: str, cases: list[Case], judges: tupl
     except BlockingIOError:
         raise InputError(problems=[Problem(f"this run ({run_id}: the same spec, data, judges and cases) is in "
                                            "progress in another process; wait for it or stop it")]) from None
-    with _session(options.db) as store:
+    try:
         earlier = store.set_aside(run_id)  # a run stopped midway: its judgments are reused below
         store.create_run(info, cases, splits=assign_splits(parsed.spec, tuple(cases)), case_keys=keys)
         reused = store.reuse_judgments(run_id, [j.label for j in judges], keys)
         if earlier is not None:
             store.delete_run(earlier)
         answers_exist = store.has_answers([j.model for j in judges])
+    except BaseException:
+        journal.close()  # the file stays, empty: whoever opens the store next removes it
+        raise
+    return _Started(run_id, keys, journal, frozenset(reused), answers_exist)
+
+
+def _judge(parsed: ParsedSpec, cases: list[Case], judges: tuple[Judge, ...], options: RunOptions,
+           started: _Started, on_progress: OnProgress | None, say: Say) -> RunResult:
+    """Stream the cases not reused through the engine, and finish the run."""
+    run_id, keys, journal, reused, answers_exist = (started.run_id, started.keys, started.journal, started.reused,
+                                                    started.answers_exist)
     progress = Progress(cases=len(cases), cases_done=len(reused))
     routes = Routes(judges, options.concurrency, options.replay, options.backoff,
                     LimitOverride(options.rpm, options.tpm))
@@ -328,10 +350,14 @@ def _judge(parsed: ParsedSpec, data_sha256: str, cases: list[Case], judges: tupl
         raise
     finally:
         gate.put(lambda s: s.finish_run(run_id, status, error))
-        gate.close()  # raises if responses could not be stored: the journal then stays for the next run
+        try:
+            if status == "completed":  # read in the gate's last session, after everything is written
+                summary = gate.call(lambda s: _summary(s, run_id, parsed.name, len(cases), progress, len(reused),
+                                                       options.db))
+        finally:
+            gate.close()  # raises if responses could not be stored: the journal then stays for the next run
         journal.discard()
-    with _session(options.db) as store:
-        return _summary(store, run_id, parsed.name, len(cases), progress, len(reused), options.db)
+    return summary
 
 
 def _summary(store: Store, run_id: str, name: str, n_cases: int, progress: Progress, reused: int,

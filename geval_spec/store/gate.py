@@ -1,9 +1,10 @@
 """One thread that does all of a run's store work, in short sessions, so other processes get their turn.
 
 A run hands the gate operations (write these planned requests, these
-responses, these judgments; look up these answers). The gate's thread runs them in order, each batch in
-one :class:`~geval_spec.store.db.Store` session, and closes the file between
-batches: at most about one session per ``interval`` seconds, sooner when
+responses, these judgments; look up these answers). The gate's thread runs
+them in batches, each in one :class:`~geval_spec.store.db.Store` session
+(planned requests first, then responses, judgments, and the operations in the
+order given), and closes the file between batches: at most about one session per ``interval`` seconds, sooner when
 someone waits for an answer. Meanwhile ``report``, a second run or a plain
 DuckDB reader can open the file. Responses are in the run's journal before
 they reach the gate, so a kill loses nothing.
@@ -173,7 +174,9 @@ class StoreGate:
                     store.add_requests(run_id, requests, start)
                     store.save_findings(run_id, findings, replace_all=False)
                 store.write_responses(responses)
-                for op, future in batch:
+                for run_id, (queued, keys) in judgments.items():
+                    store.save_judgments(run_id, queued, keys, replace_all=False)
+                for op, future in batch:  # last: an operation sees everything queued before it
                     try:
                         result = op(store)
                     except BaseException as exc:
@@ -183,8 +186,6 @@ class StoreGate:
                     else:
                         if future is not None:
                             future.set_result(result)
-                for run_id, (queued, keys) in judgments.items():
-                    store.save_judgments(run_id, queued, keys, replace_all=False)
         except BaseException as exc:  # surfaced to the run on its next put, call or close
             self._error = exc
             for _, future in batch:

@@ -27,7 +27,9 @@ def rounded(x: float | np.floating[Any] | None, digits: int = 4) -> float | None
 class Result(BaseModel):
     """Base of every result: frozen, no unknown fields, some keys left out when they do not apply."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+    # defer_build: a model's validator is built when it is first used, not at import (about 25 ms of every
+    # command that imports the results; `run` uses a few of them, `report` all).
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True, defer_build=True)
     OMIT_IF_NONE: ClassVar[frozenset[str]] = frozenset()
 
     def omitted(self) -> set[str]:

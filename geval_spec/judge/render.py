@@ -16,7 +16,7 @@ rendering the template with sentinel values in place of every case variable.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from geval_spec.errors import Problem, TemplateError
@@ -68,15 +68,24 @@ _COMPILED: dict[tuple[str, str], "_Compiled"] = {}  # templates without includes
 ENV_OPTIONS = {"trim_blocks": True, "lstrip_blocks": True, "keep_trailing_newline": False, "autoescape": False}
 
 
-@dataclass(frozen=True)
+REUSE_AFTER = 2  # renders before a block that reads nothing of the case is kept (validate renders two cases)
+
+
 class _Compiled:
     """A compiled template with what the renderer needs to know about it."""
 
-    env: Any
-    template: Any
-    undeclared: frozenset[str]  # the names it reads from its context
-    block_reads: Mapping[str, frozenset[str]]  # block -> the names it reads from its context (globals included)
-    pure_blocks: frozenset[str]  # blocks whose text depends on nothing but the names they read (see _pure_blocks)
+    def __init__(self, env: Any, template: Any, undeclared: frozenset[str], block_reads: Mapping[str, frozenset[str]],
+                 tree: Any) -> None:
+        self.env = env
+        self.template = template
+        self.undeclared = undeclared  # the names it reads from its context
+        self.block_reads = block_reads  # block -> the names it reads from its context (globals included)
+        self._tree = tree
+
+    @cached_property
+    def pure_blocks(self) -> frozenset[str]:
+        """The blocks whose text depends on nothing but the names they read (see :func:`_pure_blocks`)."""
+        return _pure_blocks(self._tree)
 
 
 def _pure_blocks(tree: Any) -> frozenset[str]:
@@ -132,9 +141,12 @@ class Renderer:
         self.env, self.template = cached.env, cached.template
         self._check_names(cached.undeclared)
         self.blocks = [b for b in ("system", "user") if b in self.template.blocks]
-        # A block that reads nothing of the case renders to the same text for every case: rendered once and
-        # reused, so long as each name it reads is, in the case's context, the spec's own value (BENCHMARKS.md).
-        self._fixed = {b: cached.block_reads.get(b, frozenset()) for b in self.blocks if b in cached.pure_blocks}
+        # A block that reads nothing of the case renders to the same text for every case: from the third case on
+        # it is rendered once and reused, so long as each name it reads is, in the case's context, the spec's own
+        # value (BENCHMARKS.md, scale).
+        self._compiled = cached
+        self._renders = 0
+        self._fixed: dict[str, frozenset[str]] = {}  # block -> the names it reads, for the blocks that may be kept
         self._same: dict[str, str] = {}  # block -> its output, as rendered (before strip)
 
     def _load(self, name: str) -> tuple[str, str, Callable[[], bool]] | None:
@@ -171,7 +183,7 @@ class Renderer:
                                                         f"template syntax error: {exc.message}")]) from None
         template: Any = env.template_class.from_code(env, code, env.make_globals(None))
         reads = {name: frozenset(names) for name, names in env.block_reads.items()}
-        return _Compiled(env, template, undeclared, reads, _pure_blocks(tree))
+        return _Compiled(env, template, undeclared, reads, tree)
 
     def _check_references(self, refs: tuple[tuple[int, str], ...]) -> None:
         """Templates named by include, import, from and extends with a constant name: inside the project."""
@@ -259,6 +271,10 @@ class Renderer:
             return (Message("user", _collect(self.template.root_render_func(self.template.new_context(ctx)),
                                              budget).strip()),)
         out = []
+        self._renders += 1
+        if self._renders == REUSE_AFTER + 1:
+            pure = self._compiled.pure_blocks
+            self._fixed = {b: self._compiled.block_reads.get(b, frozenset()) for b in self.blocks if b in pure}
         for block in self.blocks:
             same = self._same.get(block)
             if same is not None and self._spec_values_only(block, ctx):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -237,3 +238,51 @@ def test_the_one_pass_screen_finds_a_secret_exactly_when_a_pattern_does(text):
     any_pattern = any(rx.search(text) for rx in patterns)
     assert (r._screen(values).search(text) is not None) == any_pattern
     assert bool(r.secret_spans(text, values)) == any_pattern
+
+
+_FOLDED_SECRETISH = SECRETISH + ["gsk_" + "e" * 20, "xai-" + "f" * 20, "r8_" + "g" * 20, "github_pat_" + "h" * 22,
+                                 "x-api-\u212aey: abcdefgh", "Bearer\u00a0abcdefgh123", "AUTHORIZATION=zz",
+                                 "?acce\u017f\u017f_token=1", "\u0130\u0130api_key=2", "auth\u0131ri\u017eation: q",
+                                 "sig=3", "SIGNATURE=4", "&passwd=5", "ftp://u:p@h", "QUOTE\"D-SECRET",
+                                 "api_key: abcdef12", "APIKEY: q1w2e3r4", "x-goog-api-key: zz", "Api-Key: 1"]
+
+
+def _recased(text: str, flips: list[bool]) -> str:
+    folds = {"i": "\u0130", "s": "\u017f", "k": "\u212a"}
+    out = []
+    for ch, flip in zip(text, flips + [False] * len(text)):
+        if flip and ch.lower() in folds:
+            out.append(folds[ch.lower()])
+        else:
+            out.append(ch.swapcase() if flip else ch)
+    return "".join(out)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(_FOLDED_SECRETISH), st.text(max_size=12),
+                          st.sampled_from([" ", "\n", ":", "=", "'", '"', "&", "?", "@", "://", "-", "_"])),
+                max_size=8).map("".join), st.lists(st.booleans(), max_size=64))
+def test_the_substring_screen_never_misses_a_secret(text, flips):
+    """secret_spans skips the patterns for a long text that lacks every substring a match needs: whatever the
+    case (and the characters beyond ASCII that a pattern ignoring case reads as letters), no text a pattern
+    matches may be skipped."""
+    from geval_spec import redact as r
+
+    values = ("s3cr3t-value-xyz",)
+    for variant in (text, _recased(text, flips)):
+        if r._screen(values).search(variant) is not None:
+            assert r.may_hold_secret(variant, values), variant
+
+
+def test_the_case_folds_are_all_the_letters_beyond_ascii():
+    """The substring screen lowers the text after mapping these characters; they must be every character beyond
+    ASCII that Python's regular expressions, ignoring case, take for an ASCII letter."""
+    import sys
+
+    from geval_spec import redact as r
+
+    letter = re.compile("(?i)[a-z]")
+    found = {chr(cp) for cp in range(128, sys.maxunicode + 1) if letter.fullmatch(chr(cp))}
+    assert {chr(cp) for cp in r._ASCII_FOLDS} == found
+    for ch in found:
+        assert re.fullmatch(f"(?i){r._ASCII_FOLDS[ord(ch)]}", ch)

@@ -8,6 +8,12 @@ includes, imports or extends are read from inside the project only. A
 template may define the blocks ``system`` and ``user`` (one message each, in
 that order); without blocks its whole output is one user message.
 
+A block that reads only spec variables (the built-in templates' system
+message: task, criterion, steps, rubric) renders to the same text for every
+case; from the third case on it is rendered once and reused, unless it could
+differ (the ``random`` filter, ``lipsum``, ``self``, ``super``, another
+template), and only while each name it reads holds the spec's own value.
+
 Everything that is the same for every case must come first, so providers can
 cache it. :meth:`Renderer.static_prefix` finds where case text starts by
 rendering the template with sentinel values in place of every case variable.

@@ -147,3 +147,19 @@ def test_store_settings_from_the_environment_are_checked(monkeypatch, tmp_path, 
     monkeypatch.setenv("GEVAL_STORE_MEMORY", "1GB")
     monkeypatch.setenv("GEVAL_STORE_INTERVAL", "0.5")
     assert store_settings() == (0.5, "1GB")
+
+
+def test_judgments_added_to_a_run_keep_the_first_of_a_case(tmp_path):
+    """Judgments are added with a plain INSERT first; a case judged again (or twice in one batch) keeps its first
+    judgment, and the rest of the batch still arrives."""
+    from geval_spec.judge.types import Judgment
+
+    def judged(case_id: str, reason: str) -> Judgment:
+        return Judgment.invalid(case_id, "j", "logprobs", reason)
+
+    with Store(tmp_path / "r.duckdb") as store:
+        store.save_judgments("run_x", [judged("a", "first"), judged("b", "first")], replace_all=False)
+        store.save_judgments("run_x", [judged("a", "second"), judged("c", "first"), judged("c", "second")],
+                             replace_all=False)
+        rows = store.con.execute("SELECT case_id, reason FROM judgments ORDER BY case_id").fetchall()
+        assert rows == [("a", "first"), ("b", "first"), ("c", "first")]

@@ -130,6 +130,12 @@ class Store(JudgmentTables, BatchTable):
             columns = [list(col) for col in zip(*rows[start:start + INSERT_CHUNK])]
             cursor.execute(f"{verb} {table} SELECT {select}", columns)
 
+    @staticmethod
+    def constraint_error() -> type[Exception]:
+        """DuckDB's exception for a row a key refuses."""
+        error: type[Exception] = _duckdb().ConstraintException
+        return error
+
     def transaction(self, work: Callable[[Any], None]) -> None:
         c = self.con.cursor()
         try:
@@ -343,7 +349,7 @@ class Store(JudgmentTables, BatchTable):
         if cursor is None:
             try:
                 self.transaction(lambda c: work(c, ignore=False))
-            except _duckdb().ConstraintException:  # a row already stored, or twice in the batch
+            except self.constraint_error():  # a row already stored, or twice in the batch
                 self.transaction(work)
         else:
             cursor.execute("BEGIN")

@@ -24,6 +24,9 @@ class JudgmentTables:
 
         def insert(self, cursor: Any, table: str, rows: Sequence[tuple[Any, ...]], ignore: bool = False) -> None: ...
 
+        @staticmethod
+        def constraint_error() -> type[Exception]: ...
+
     # -- judgments ---------------------------------------------------------------------
     def _judgment_rows(self, run_id: str, judgments: Sequence[Judgment], case_keys: Mapping[str, str] | None
                        ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
@@ -44,14 +47,20 @@ class JudgmentTables:
         """Store judgments (all of the run's, replacing any before, unless ``replace_all`` is False)."""
         rows, vrows = self._judgment_rows(run_id, judgments, case_keys)
 
-        def work(c: Any) -> None:
+        def work(c: Any, ignore: bool = not replace_all) -> None:
             if replace_all:
                 c.execute("DELETE FROM judgments WHERE run_id = ?", [run_id])
                 c.execute("DELETE FROM verdicts WHERE run_id = ?", [run_id])
-            self.insert(c, "judgments", rows, ignore=not replace_all)
-            self.insert(c, "verdicts", vrows, ignore=not replace_all)
+            self.insert(c, "judgments", rows, ignore=ignore)
+            self.insert(c, "verdicts", vrows, ignore=ignore)
 
-        self.transaction(work)
+        if replace_all:
+            self.transaction(work)
+            return
+        try:  # a plain INSERT first, as for responses (Store.write_responses): a case is judged once per run
+            self.transaction(lambda c: work(c, ignore=False))
+        except self.constraint_error():
+            self.transaction(work)
 
     def reuse_judgments(self, run_id: str, judges: Sequence[str], case_keys: Mapping[str, str]) -> set[str]:
         """Copy into ``run_id`` the newest stored judgments with the same case keys and judges; the cases copied.

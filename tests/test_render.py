@@ -141,6 +141,10 @@ REUSE_CASES = [  # (template, whether its system block is rendered once for all 
     ("{% block system %}{% filter random %}abcdefgh{% endfilter %}{% endblock %}" + _USER, False),
     ("{% block system %}{{ lipsum(1) }}{% endblock %}" + _USER, False),
     ("{% block system %}{{ task }}{{ self.user() }}{% endblock %}" + _USER, False),
+    ("{% block system %}{{ (['abcdefghijklmnopqrstuvwxyz'] * 8) | map('random') | join }}{% endblock %}" + _USER,
+     False),  # random text by another route
+    ("{% block system %}{{ task }}{% block inner %}[{{ candidate }}]{% endblock %}{% endblock %}" + _USER,
+     False),  # a nested block's reads are not its own
 ]
 
 
@@ -176,3 +180,9 @@ def test_a_reused_block_still_counts_against_the_output_limit(monkeypatch):
     monkeypatch.setenv("GEVAL_RENDER_MAX_BYTES", str(size + 3))  # the system block alone fits, with the case not
     with pytest.raises(TemplateError, match="case 'b'"):
         r.render("b", fields)
+
+
+def test_a_template_runtime_error_from_cycler_is_a_template_error():
+    with pytest.raises(TemplateError):
+        _renderer("{{ cycler() }}{{ history }}{{ fact }}{{ candidate }}").render(
+            "x", {"history": "h", "fact": "f", "candidate": "c"})

@@ -98,9 +98,11 @@ def _pure_blocks(tree: Any) -> frozenset[str]:
     """The blocks whose output is a function of the context names they read, and nothing else.
 
     Not one of them: with extends, include, import or from anywhere in the
-    template (another template's code runs), a block that reads ``self`` or
-    ``super`` (another block's code), and one that uses the ``random``
-    filter or ``lipsum`` (a different text every time).
+    template (another template's code runs), a block that holds another block
+    or reads ``self`` or ``super`` (another block's code, whose reads are not
+    its own), and one that names the ``random`` filter or ``lipsum`` (a
+    different text every time). Random text reached another way
+    (``map('random')``) is caught as it is drawn: :class:`Budget` notes it.
     """
     from jinja2 import nodes
 
@@ -109,7 +111,8 @@ def _pure_blocks(tree: Any) -> frozenset[str]:
     pure = set()
     for block in tree.find_all(nodes.Block):
         names = {n.name for n in block.find_all(nodes.Name)}
-        if names & {"self", "super", "lipsum"} or any(f.name == "random" for f in block.find_all(nodes.Filter)):
+        if (block.find(nodes.Block) is not None or names & {"self", "super", "lipsum"}
+                or any(f.name == "random" for f in block.find_all(nodes.Filter))):
             continue
         pure.add(block.name)
     return frozenset(pure)
@@ -267,7 +270,7 @@ class Renderer:
             reason = "the template needs more memory than there is" if isinstance(exc, MemoryError) else str(exc)
             raise TemplateError(problems=[self._problem(file, line, f"case {case_id!r}: {reason}")]) from None
         except (JinjaError, ArithmeticError, TypeError, ValueError, LookupError, AttributeError,
-                RecursionError) as exc:  # anything a template can cause is the template's error
+                RuntimeError) as exc:  # anything a template can cause is the template's error (cycler(): Runtime)
             file, line = self._where(exc)
             raise TemplateError(problems=[self._problem(file, line, f"template error: {exc}")]) from None
 
@@ -287,8 +290,9 @@ class Renderer:
                 budget.output(same)
                 raw = same
             else:
+                budget.random = False
                 raw = _collect(self.template.blocks[block](self.template.new_context(ctx)), budget)
-                if block in self._fixed and self._spec_values_only(block, ctx):
+                if block in self._fixed and not budget.random and self._spec_values_only(block, ctx):
                     self._same[block] = raw
             text = raw.strip()
             if text:

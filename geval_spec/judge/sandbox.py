@@ -46,6 +46,7 @@ from geval_spec.errors import InputError, Problem
 
 MAX_BYTES = 1_000_000
 TIMEOUT = 2.0
+RANDOM_FILTERS = frozenset({"random"})  # filters whose result is drawn at random (Budget.random)
 MAX_INT_BITS = 16_384  # Python refuses to print integers of more than 4,300 digits anyway
 BYTES_VAR = "GEVAL_RENDER_MAX_BYTES"
 TIMEOUT_VAR = "GEVAL_RENDER_TIMEOUT"
@@ -85,6 +86,7 @@ class Budget:
         self.limits = limits
         self.deadline = time.monotonic() + limits.timeout if timed else math.inf
         self.written = 0
+        self.random = False  # set when the render drew random text (the random filter, lipsum), by any route
 
     def tick(self) -> None:
         if time.monotonic() > self.deadline:
@@ -360,11 +362,15 @@ def _checked_result(budget: Budget, result: Any) -> Any:
 def _limited_filter(env: LimitedSandbox, name: str, func: Callable[..., Any]) -> Callable[..., Any]:
     skip = 1 if hasattr(func, "jinja_pass_arg") else 0  # context, eval context or environment come first
 
+    drawn = name in RANDOM_FILTERS
+
     @wraps(func)
     def run(*args: Any, **kwargs: Any) -> Any:
         budget = env.budget()
         budget.tick()
         _check_filter(budget, name, args[skip:], kwargs)
+        if drawn:
+            budget.random = True
         return _checked_result(budget, func(*args, **kwargs))
 
     return run
@@ -412,6 +418,7 @@ def _limited_lipsum(env: LimitedSandbox, func: Callable[..., str]) -> Callable[.
     @wraps(func)
     def lipsum(n: int = 5, html: bool = True, min: int = 20, max: int = 100) -> str:  # noqa: A002 (Jinja's names)
         budget = env.budget()
+        budget.random = True
         if isinstance(n, int) and isinstance(max, int):
             budget.size(n * max * 12, "lipsum's text")
         return func(n, html, min, max)

@@ -349,8 +349,8 @@ def _judge(parsed: ParsedSpec, cases: list[Case], judges: tuple[Judge, ...], opt
         error = redact(str(exc) if isinstance(exc, GevalError) else f"{type(exc).__name__}: {exc}")
         raise
     finally:
-        gate.put(lambda s: s.finish_run(run_id, status, error))
         try:
+            gate.put(lambda s: s.finish_run(run_id, status, error))
             if status == "completed":  # read in the gate's last session, after everything is written
                 summary = gate.call(lambda s: _summary(s, run_id, parsed.name, len(cases), progress, len(reused),
                                                        options.db))

@@ -81,7 +81,9 @@ class StoreGate:
         """Queue planned requests (numbered from ``start``) and their cases' findings, without waiting.
 
         A session writes the requests queued so far before the responses: a request queued before it is sent is
-        stored no later than its answer, in the same session or an earlier one.
+        stored no later than its answer, in the same session or an earlier one. (A process killed between two
+        sessions leaves its answers in the journal and its last plans nowhere; the next run of the same command
+        stores the answers, plans those cases again, stores their requests and sends none of them.)
         """
         self._raise_if_failed()
         with self._cond:

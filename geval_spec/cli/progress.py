@@ -10,7 +10,9 @@ cases or every 30 s, whichever comes first, and once at the end:
 
 from __future__ import annotations
 
+import threading
 import time
+from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from geval_spec.cli.common import console, echo_err
@@ -47,6 +49,14 @@ def pace_text(state: PaceState) -> str:
     return text
 
 
+def _load(module: str) -> None:
+    """Import ``module`` ahead of need; an error surfaces where it is imported for use instead."""
+    try:
+        import_module(module)
+    except Exception:
+        pass
+
+
 def rate_text(p: Progress) -> str:
     """The current rate, and each judge model's pace where there is one."""
     answers, tokens = p.recent()
@@ -72,8 +82,11 @@ def plain_line(label: str, p: Progress) -> str:
 class ProgressView:
     """Shows a run's progress on stderr (see the module docstring)."""
 
-    def __init__(self, label: str) -> None:
+    def __init__(self, label: str, warm: str | None = None) -> None:
+        """``warm``: a module to import in the background once the first answer is in (see :meth:`update`)."""
         self.label = label
+        self.warm = warm
+        self._warming: threading.Thread | None = None
         self.console = console(stderr=True)
         self.live = self.console.is_terminal
         self.bar: Any = None
@@ -96,6 +109,10 @@ class ProgressView:
 
     def update(self, p: Progress) -> None:
         self.last = p
+        if self.warm is not None and self._warming is None and p.done:
+            # the first answer is in: the run now mostly waits on the network, so load what comes after it
+            self._warming = threading.Thread(target=_load, args=(self.warm,), name="warm-up", daemon=True)
+            self._warming.start()
         if self.bar is not None:
             cost = f" ${p.cost:.4f}" if p.cost else ""
             info = (f"{rate_text(p)}  sent {p.done}  cached {p.cached}  failed {p.failed}  retries {p.retries}"

@@ -156,8 +156,6 @@ def _check_batch(replay: Path | None) -> None:
 
 def _run(ref: str, options: RunOptions, junit: Path | None) -> int:
     """Run, then judge the gate on what the run covers and print the summary."""
-    from geval_spec.analysis.gate import gate_after_run
-    from geval_spec.output.junit import to_junit
     from geval_spec.runner.estimate import DryRun
     from geval_spec.runner.run import execute_run
     from geval_spec.spec.load import load_spec
@@ -165,8 +163,12 @@ def _run(ref: str, options: RunOptions, junit: Path | None) -> int:
 
     proj = project()
     parsed = load_spec(proj.resolve(ref))
-    with ProgressView(parsed.name) as view:
+    # The gate's analysis (numpy, the result models) is imported while the run waits on the network, not before
+    # it: about 0.15 s less of a 2,000-case run's wall time (BENCHMARKS.md, scale).
+    with ProgressView(parsed.name, warm="geval_spec.analysis.gate") as view:
         result = execute_run(parsed, options, on_progress=view.update, on_event=echo_err)
+    from geval_spec.analysis.gate import gate_after_run
+    from geval_spec.output.junit import to_junit
     if isinstance(result, DryRun):
         print_dry_run(parsed, result, options.model)
         return EXIT_OK

@@ -26,6 +26,7 @@ from geval_spec.runner.batch import for_batch
 from geval_spec.runner.execute import Check, Executor, Outcome, Progress, Routes, Settings
 from geval_spec.spec.load import ParsedSpec
 from geval_spec.spec.sections import Judge
+from geval_spec.store.db import Store
 from geval_spec.store.gate import StoreGate
 from geval_spec.store.journal import Journal
 from geval_spec.store.records import ResponseRecord
@@ -121,7 +122,14 @@ class Engine:
         requests = list(plan.requests)
         start = self.position
         self.position += len(requests)
-        self.gate.add_requests(self.run_id, requests, start, findings)  # stored no later than their answers
+
+        def persist(store: Store) -> None:
+            store.add_requests(self.run_id, requests, start)
+            store.save_findings(self.run_id, findings, replace_all=False)
+
+        # stored before any is sent (a killed run's journal then replays answers to requests the store knows);
+        # the store's thread writes them while the event loop goes on with what is in flight
+        await asyncio.to_thread(self.gate.call, persist)
         groups: dict[tuple[str, str], _Group] = {}
         for r in requests:
             group = groups.setdefault((r.case_id, r.judge), _Group(r.case_id, r.judge, []))
@@ -224,7 +232,7 @@ class Engine:
             try:
                 await self._stream(self._feed(cases))
                 if self.fallback and not self.executor.stopping:
-                    self._send_fallback()
+                    await self._send_fallback()
                     await self._stream(self._feed_list(self.fallback))
             finally:
                 await routes.close()
@@ -245,13 +253,13 @@ class Engine:
                               "what was received is stored, run the same command again to go on")
         self._check_outage()
 
-    def _send_fallback(self) -> None:
+    async def _send_fallback(self) -> None:
         spec = self.parsed.spec
         self.say(f"{len({r.case_id for r in self.fallback})} case(s) had no logprobs: scoring them with "
                  f"fallback {spec.scoring.fallback}")
         requests, start = list(self.fallback), self.position
         self.position += len(requests)
-        self.gate.add_requests(self.run_id, requests, start)
+        await asyncio.to_thread(self.gate.call, lambda store: store.add_requests(self.run_id, requests, start))
         groups: dict[tuple[str, str], _Group] = {}
         for r in requests:
             groups.setdefault((r.case_id, r.judge), _Group(r.case_id, r.judge, [], fallback=True)).requests.append(r)

@@ -1,11 +1,11 @@
 """One thread that does all of a run's store work, in short sessions, so other processes get their turn.
 
-A run hands the gate operations (write these planned requests, these
-responses, these judgments; look up these answers). The gate's thread runs
+A run hands the gate operations (write these responses, these judgments;
+store these planned requests, look up these answers). The gate's thread runs
 them in batches, each in one :class:`~geval_spec.store.db.Store` session
-(planned requests first, then responses, judgments, and the operations in the
-order given), and closes the file between batches: at most about one session per ``interval`` seconds, sooner when
-someone waits for an answer. Meanwhile ``report``, a second run or a plain
+(responses first, then judgments, then the operations in the order given),
+and closes the file between batches: at most about one session per
+``interval`` seconds, sooner when someone waits for an answer. Meanwhile ``report``, a second run or a plain
 DuckDB reader can open the file. Responses are in the run's journal before
 they reach the gate, so a kill loses nothing.
 """
@@ -19,11 +19,10 @@ import time
 from collections import deque
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence, TypeVar
+from typing import Any, Callable, TypeVar
 
 from geval_spec.errors import InputError, Problem, StoreError
-from geval_spec.judge.types import Judgment, Request
-from geval_spec.plugins import Finding
+from geval_spec.judge.types import Judgment
 from geval_spec.store.db import Store
 from geval_spec.store.records import ResponseRecord
 
@@ -66,7 +65,6 @@ class StoreGate:
         self.path = path
         self.interval = env_interval if interval is None else interval
         self._ops: deque[tuple[Operation, Future[Any] | None]] = deque()
-        self._plans: list[tuple[str, list[Request], int, Mapping[str, Sequence[Finding]]]] = []
         self._responses: list[ResponseRecord] = []
         self._judgments: dict[str, tuple[list[Judgment], dict[str, str]]] = {}  # run id -> judgments, case keys
         self._cond = threading.Condition()
@@ -75,20 +73,6 @@ class StoreGate:
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._loop, name="geval-store", daemon=True)
         self._thread.start()
-
-    def add_requests(self, run_id: str, requests: Sequence[Request], start: int,
-                     findings: Mapping[str, Sequence[Finding]] | None = None) -> None:
-        """Queue planned requests (numbered from ``start``) and their cases' findings, without waiting.
-
-        A session writes the requests queued so far before the responses: a request queued before it is sent is
-        stored no later than its answer, in the same session or an earlier one. (A process killed between two
-        sessions leaves its answers in the journal and its last plans nowhere; the next run of the same command
-        stores the answers, plans those cases again, stores their requests and sends none of them.)
-        """
-        self._raise_if_failed()
-        with self._cond:
-            self._plans.append((run_id, list(requests), start, findings or {}))
-            self._cond.notify()
 
     def add_response(self, record: ResponseRecord) -> None:
         """Queue one response; all queued responses go into one insert in the next session."""
@@ -157,24 +141,19 @@ class StoreGate:
                         break
                     self._cond.wait(timeout=remaining)
                 batch = [self._ops.popleft() for _ in range(min(len(self._ops), MAX_BATCH))]
-                plans, self._plans = self._plans, []
                 responses, self._responses = self._responses, []
                 judgments, self._judgments = self._judgments, {}
                 self._urgent = False
             last = time.monotonic()
-            self._run(plans, responses, judgments, batch)
+            self._run(responses, judgments, batch)
 
     def _pending(self) -> bool:
-        return bool(self._ops or self._plans or self._responses or self._judgments)
+        return bool(self._ops or self._responses or self._judgments)
 
-    def _run(self, plans: list[tuple[str, list[Request], int, Mapping[str, Sequence[Finding]]]],
-             responses: list[ResponseRecord], judgments: dict[str, tuple[list[Judgment], dict[str, str]]],
+    def _run(self, responses: list[ResponseRecord], judgments: dict[str, tuple[list[Judgment], dict[str, str]]],
              batch: list[tuple[Operation, Future[Any] | None]]) -> None:
         try:
             with Store(self.path, recover=False, memory_limit=self.memory_limit) as store:
-                for run_id, requests, start, findings in plans:
-                    store.add_requests(run_id, requests, start)
-                    store.save_findings(run_id, findings, replace_all=False)
                 store.write_responses(responses)
                 for run_id, (queued, keys) in judgments.items():
                     store.save_judgments(run_id, queued, keys, replace_all=False)

@@ -156,6 +156,9 @@ class Engine:
             for request in await self._plan(cases[start:start + size]):
                 yield request
             start, size = start + size, CHUNK
+        # everything is queued: write what came in so far while the last answers are on their way, so that the
+        # session after them is a short one
+        self.gate.nudge()
 
     async def _feed_list(self, requests: Sequence[Request]) -> AsyncIterator[Request]:
         for request in requests:

@@ -109,6 +109,12 @@ class StoreGate:
         result: T = future.result()
         return result
 
+    def nudge(self) -> None:
+        """Start the next session now instead of after the interval (without waiting for it)."""
+        with self._cond:
+            self._urgent = True
+            self._cond.notify()
+
     def flush(self) -> None:
         """Wait until everything queued so far is written."""
         self.call(lambda store: None)

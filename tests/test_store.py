@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 
 import duckdb
 import pytest
@@ -163,3 +164,21 @@ def test_judgments_added_to_a_run_keep_the_first_of_a_case(tmp_path):
                              replace_all=False)
         rows = store.con.execute("SELECT case_id, reason FROM judgments ORDER BY case_id").fetchall()
         assert rows == [("a", "first"), ("b", "first"), ("c", "first")]
+
+
+def test_a_nudge_starts_a_session_before_the_interval(tmp_path):
+    db = tmp_path / "r.duckdb"
+    Store(db).close()
+    gate = StoreGate(db, interval=600)
+    gate.add_response(record("first"))
+    gate.flush()  # the first session; the next is 600 s away
+    gate.add_response(record("early"))
+    gate.nudge()
+    deadline = time.monotonic() + 20
+    seen: set[str] = set()
+    while not seen and time.monotonic() < deadline:
+        time.sleep(0.05)
+        with Store(db, wait=5) as store:
+            seen = store.answered(["early"])
+    gate.close()
+    assert seen == {"early"}

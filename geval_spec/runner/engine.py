@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import signal
 from dataclasses import dataclass, field
-from typing import AsyncIterator, Callable, Mapping, Sequence
+from typing import AsyncIterator, Callable, Mapping, Sequence, TypeVar
 
 from geval_spec.dataset.cases import Case
 from geval_spec.errors import EXIT_INTERRUPTED, CostCeiling, GevalError, JudgeError
@@ -30,6 +30,8 @@ from geval_spec.store.db import Store
 from geval_spec.store.gate import StoreGate
 from geval_spec.store.journal import Journal
 from geval_spec.store.records import ResponseRecord
+
+T = TypeVar("T")
 
 FIRST_CHUNK = 64  # cases planned before the first request goes out
 CHUNK = 500  # cases planned at a time after that (rendering blocks the event loop meanwhile: keep it short)
@@ -114,6 +116,11 @@ class Engine:
             keys = {j.case_id: self.case_keys[j.case_id] for j in batch if j.case_id in self.case_keys}
             self.gate.add_judgments(self.run_id, batch, keys)
 
+    async def _stored(self, op: Callable[[Store], T]) -> T:
+        """``op`` done by the store's gate; waited for in a thread, so the event loop goes on with what is in
+        flight meanwhile."""
+        return await asyncio.to_thread(self.gate.call, op)
+
     # -- planning ---------------------------------------------------------------------------
     async def _plan(self, chunk: Sequence[Case]) -> list[Request]:
         """Render a chunk of cases; register their requests; return those still to send."""
@@ -127,9 +134,8 @@ class Engine:
             store.add_requests(self.run_id, requests, start)
             store.save_findings(self.run_id, findings, replace_all=False)
 
-        # stored before any is sent (a killed run's journal then replays answers to requests the store knows);
-        # the store's thread writes them while the event loop goes on with what is in flight
-        await asyncio.to_thread(self.gate.call, persist)
+        # stored before any is sent: a killed run's journal then replays answers to requests the store knows
+        await self._stored(persist)
         groups: dict[tuple[str, str], _Group] = {}
         for r in requests:
             group = groups.setdefault((r.case_id, r.judge), _Group(r.case_id, r.judge, []))
@@ -140,8 +146,7 @@ class Engine:
         fresh = {r.hash: r for r in requests if r.hash not in self.sent}
         self.progress.total += len(fresh)
         if self.reuse_answers and fresh:
-            # looked up in the store's thread while the event loop goes on with what is in flight
-            stored = await asyncio.to_thread(self.gate.call, lambda store: store.ok_responses(list(fresh)))
+            stored = await self._stored(lambda store: store.ok_responses(list(fresh)))
             for h, recorded in stored.items():
                 self.progress.cached += 1
                 self.sent.add(h)
@@ -262,7 +267,7 @@ class Engine:
                  f"fallback {spec.scoring.fallback}")
         requests, start = list(self.fallback), self.position
         self.position += len(requests)
-        await asyncio.to_thread(self.gate.call, lambda store: store.add_requests(self.run_id, requests, start))
+        await self._stored(lambda store: store.add_requests(self.run_id, requests, start))
         groups: dict[tuple[str, str], _Group] = {}
         for r in requests:
             groups.setdefault((r.case_id, r.judge), _Group(r.case_id, r.judge, [], fallback=True)).requests.append(r)

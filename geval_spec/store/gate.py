@@ -5,8 +5,8 @@ store these planned requests, look up these answers). The gate's thread runs
 them in batches, each in one :class:`~geval_spec.store.db.Store` session
 (responses first, then judgments, then the operations in the order given),
 and closes the file between batches: at most about one session per
-``interval`` seconds, sooner when someone waits for an answer. Meanwhile ``report``, a second run or a plain
-DuckDB reader can open the file. Responses are in the run's journal before
+``interval`` seconds, sooner when someone waits for an answer. Meanwhile
+``report``, a second run or a plain DuckDB reader can open the file. Responses are in the run's journal before
 they reach the gate, so a kill loses nothing.
 """
 

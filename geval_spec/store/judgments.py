@@ -24,8 +24,7 @@ class JudgmentTables:
 
         def insert(self, cursor: Any, table: str, rows: Sequence[tuple[Any, ...]], ignore: bool = False) -> None: ...
 
-        @staticmethod
-        def constraint_error() -> type[Exception]: ...
+        def insert_new(self, work: Callable[[Any, bool], None]) -> None: ...
 
     # -- judgments ---------------------------------------------------------------------
     def _judgment_rows(self, run_id: str, judgments: Sequence[Judgment], case_keys: Mapping[str, str] | None
@@ -56,11 +55,8 @@ class JudgmentTables:
 
         if replace_all:
             self.transaction(work)
-            return
-        try:  # a plain INSERT first, as for responses (Store.write_responses): a case is judged once per run
-            self.transaction(lambda c: work(c, ignore=False))
-        except self.constraint_error():
-            self.transaction(work)
+        else:  # added to a run: a case is judged once per run, so a key rarely refuses a row
+            self.insert_new(work)
 
     def reuse_judgments(self, run_id: str, judges: Sequence[str], case_keys: Mapping[str, str]) -> set[str]:
         """Copy into ``run_id`` the newest stored judgments with the same case keys and judges; the cases copied.

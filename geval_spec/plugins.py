@@ -20,6 +20,7 @@ of whatever needed it, never silently skipped.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
@@ -90,17 +91,95 @@ class Registry:
 _REGISTRY: Registry | None = None
 
 
-def _entry_points() -> list[Any]:
-    """The installed entry points of GROUP: ``importlib.metadata.entry_points(group=GROUP)``, in a third of the time.
+@dataclass(frozen=True)
+class EntryPoint:
+    """One ``name = module:attr`` line of a distribution's entry_points.txt, in GROUP."""
 
-    That function parses the entry points of every installed distribution; this
-    one parses only those whose file names the group, which is all that can
-    hold one. As there, a distribution installed twice counts once (the first
-    on ``sys.path``).
+    name: str
+    value: str
+
+    def load(self) -> Any:
+        """The object the value names (``module``, ``module:attr`` or ``module:a.b``; extras in [] are ignored)."""
+        import importlib
+
+        match = _ENTRY_VALUE.match(self.value)
+        if match is None:
+            raise ValueError(f"entry point {self.name!r}: {self.value!r} is not module:attribute")
+        target = importlib.import_module(match["module"])
+        for part in (match["attr"] or "").split(".") if match["attr"] else ():
+            target = getattr(target, part)
+        return target
+
+
+# importlib.metadata.EntryPoint's pattern for a value
+_ENTRY_VALUE = re.compile(r"(?P<module>[\w.]+)\s*(:\s*(?P<attr>[\w.]+)\s*)?((?P<extras>\[.*\])\s*)?$")
+
+
+def _entry_points() -> list[EntryPoint]:
+    """The installed entry points of GROUP, as ``importlib.metadata.entry_points(group=GROUP)`` finds them.
+
+    Read straight from the ``*.dist-info`` and ``*.egg-info`` folders on
+    ``sys.path``, in importlib's order, without importing importlib.metadata
+    (which imports the email package: about a tenth of ``validate``'s start,
+    BENCHMARKS.md). As there, a distribution installed twice counts once (the
+    first on ``sys.path``). Where importlib.metadata would look further (a zip
+    archive or an ``.egg`` on ``sys.path``, or an import hook that supplies distributions of
+    its own) it is asked instead. A test checks both against it.
     """
+    import os
+    import sys
+    from importlib.machinery import PathFinder
+
+    if any(os.path.isfile(entry) or entry.lower().endswith(".egg") for entry in sys.path if entry) or \
+            any(hasattr(f, "find_distributions") and f is not PathFinder for f in sys.meta_path):
+        return _entry_points_from_importlib()
+    found: list[EntryPoint] = []
+    seen: set[str] = set()
+    for entry in sys.path:
+        try:
+            children = os.listdir(entry or ".")
+        except OSError:
+            continue
+        infos: dict[str, list[str]] = {}  # normalized name -> its folders, in order of first appearance
+        for child in children:
+            low = child.lower()
+            if low.endswith((".dist-info", ".egg-info")):
+                infos.setdefault(re.sub(r"[-_.]+", "_", low.rpartition(".")[0].partition("-")[0]), []).append(child)
+        for name, child in ((name, child) for name, folders in infos.items() for child in folders):
+            if name in seen:
+                continue
+            seen.add(name)
+            try:
+                with open(os.path.join(entry or ".", child, "entry_points.txt"), encoding="utf-8") as fh:
+                    text = fh.read()
+            except (OSError, UnicodeDecodeError):
+                continue
+            if GROUP in text:
+                found.extend(_group_entries(text))
+    return found
+
+
+def _group_entries(text: str) -> list[EntryPoint]:
+    """The GROUP section of an entry_points.txt, read as importlib.metadata reads it (``#`` comments, ``[section]``)."""
+    out: list[EntryPoint] = []
+    section = None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            section = line.strip("[]")
+        elif section == GROUP:
+            name, sep, value = line.partition("=")
+            if sep:
+                out.append(EntryPoint(name.strip(), value.strip()))
+    return out
+
+
+def _entry_points_from_importlib() -> list[EntryPoint]:
     from importlib.metadata import distributions
 
-    found: list[Any] = []
+    found: list[EntryPoint] = []
     seen: set[str] = set()
     for dist in distributions():
         name = getattr(dist, "_normalized_name", None) or (dist.metadata["Name"] or "").lower().replace("-", "_")
@@ -109,7 +188,7 @@ def _entry_points() -> list[Any]:
         seen.add(name)
         text = dist.read_text("entry_points.txt")
         if text and GROUP in text:
-            found.extend(dist.entry_points.select(group=GROUP))
+            found.extend(EntryPoint(ep.name, ep.value) for ep in dist.entry_points.select(group=GROUP))
     return found
 
 

@@ -20,9 +20,38 @@ def test_validate_and_list_do_not_import_litellm(command):
     assert "geval_spec" in imported
     assert "litellm" not in imported and "openai" not in imported
     assert "duckdb" not in imported and "numpy" not in imported
+    # neither pydantic's plugin loader nor the plugin scan imports importlib.metadata (and email) when plugins are off
+    assert "importlib.metadata" not in modules and "email" not in imported
     if command == ["validate"]:  # what it renders is messages; requests and judgments are for run (BENCHMARKS.md)
         assert "geval_spec.judge.messages" in modules
         assert "geval_spec.judge.types" not in modules and "geval_spec.judge.requests" not in modules
+
+
+def test_the_stand_in_for_pydantics_plugin_loader_hands_over_when_plugins_are_on(monkeypatch):
+    from geval_spec.cli import main as cli_main
+
+    monkeypatch.delitem(sys.modules, cli_main.LOADER, raising=False)
+    monkeypatch.setenv("PYDANTIC_DISABLE_PLUGINS", "some_plugin")  # only some off: pydantic must look
+    cli_main.skip_plugin_scan()
+    assert cli_main.LOADER not in sys.modules
+    monkeypatch.setenv("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    cli_main.skip_plugin_scan()
+    stand_in = sys.modules[cli_main.LOADER]
+    assert isinstance(stand_in, cli_main._NoPydanticPlugins) and stand_in.get_plugins() == ()
+    # pydantic's own call site takes it as its loader
+    from pydantic import TypeAdapter
+
+    assert TypeAdapter(int).validate_python("3") == 3
+    assert sys.modules[cli_main.LOADER] is stand_in
+    # switched on later, or asked for anything else: the real loader answers
+    monkeypatch.setenv("PYDANTIC_DISABLE_PLUGINS", "some_plugin")
+    assert list(stand_in.get_plugins()) == []
+    real = sys.modules[cli_main.LOADER]
+    assert real is not stand_in and real.PYDANTIC_ENTRY_POINT_GROUP == "pydantic"
+    monkeypatch.setitem(sys.modules, cli_main.LOADER, stand_in)
+    assert stand_in.PYDANTIC_ENTRY_POINT_GROUP == "pydantic"
+    with pytest.raises(AttributeError):
+        stand_in.__path__
 
 
 def test_list_shows_both_fingerprints():

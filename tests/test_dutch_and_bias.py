@@ -9,6 +9,7 @@ import sys
 from importlib.metadata import entry_points
 from pathlib import Path
 
+import pytest
 
 from conftest import ROOT, cli
 from e2e_helpers import make_project
@@ -206,25 +207,78 @@ ensemble: mean
     assert "### Per judge" in md and "### Self-preference" in md and "> self-preference:" in md
 
 
+def _fake_distributions(root):
+    """Installed-looking folders on two sys.path entries: a distribution of the group installed twice (the first
+    counts), one that only mentions the group, an egg-info, comments, names with dots and capitals, two
+    distributions with entry points in one folder, an extras marker, and an egg-info file (not a folder)."""
+    from geval_spec import plugins
+
+    def dist(where, folder, text, name="x"):
+        info = root / where / folder
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+        (info / "entry_points.txt").write_text(text)
+
+    g = plugins.GROUP
+    for folder, target in (("first", "first_mod:setup"), ("second", "second_mod:setup")):
+        dist(folder, "dup_plugin-1.0.dist-info", f"[{g}]\ndup = {target}\n", "dup-plugin")
+    dist("second", "Dup.Plugin-2.0.dist-info", f"[{g}]\ndup = third_mod:setup\n", "Dup.Plugin")
+    dist("first", "mentions-1.0.dist-info", f"[console_scripts]\n{g} = x:y\n", "mentions")
+    dist("first", "old_style-0.3-py3.11.egg-info", f"# a comment\n[{g}]\n# off = no:where\nold=old_mod:setup [extra]\n")
+    dist("first", "Two.Entries-1.0.dist-info", f"[{g}]\n  b = pkg.b : make.it \n a = pkg.a\n\n[other]\nc = no:no\n")
+    (root / "first" / "loose-1.0.egg-info").write_text("Metadata-Version: 1.0\nName: loose\n")
+
+
 def test_plugin_entry_points_are_the_ones_importlib_finds(tmp_path, monkeypatch):
-    """The quick scan of entry points finds what importlib.metadata.entry_points(group=...) finds, also with a
-    distribution of the group installed twice on sys.path (the first counts) and one that only mentions it."""
+    """The quick scan of entry points finds what importlib.metadata.entry_points(group=...) finds, on a corpus of
+    installed-looking folders (see _fake_distributions), without importing importlib.metadata."""
+    import subprocess
     import sys
     from importlib.metadata import entry_points
 
     from geval_spec import plugins
 
-    for folder, target in (("first", "first_mod:setup"), ("second", "second_mod:setup")):
-        info = tmp_path / folder / "dup_plugin-1.0.dist-info"
-        info.mkdir(parents=True)
-        (info / "METADATA").write_text("Metadata-Version: 2.1\nName: dup-plugin\nVersion: 1.0\n")
-        (info / "entry_points.txt").write_text(f"[{plugins.GROUP}]\ndup = {target}\n")
-    other = tmp_path / "first" / "mentions-1.0.dist-info"
-    other.mkdir()
-    (other / "METADATA").write_text("Metadata-Version: 2.1\nName: mentions\nVersion: 1.0\n")
-    (other / "entry_points.txt").write_text(f"[console_scripts]\n{plugins.GROUP} = x:y\n")
+    _fake_distributions(tmp_path)
     monkeypatch.setattr(sys, "path", [str(tmp_path / "first"), str(tmp_path / "second"), *sys.path])
-    ours = sorted(plugins._entry_points(), key=lambda e: (e.name, e.value))
-    assert ours == sorted(entry_points(group=plugins.GROUP), key=lambda e: (e.name, e.value))
-    assert [e.value for e in ours if e.name == "dup"] == ["first_mod:setup"]
-    assert any(e.name == "nl" for e in ours)
+
+    def key(e):
+        return (e.name, e.value)
+
+    ours = sorted(map(key, plugins._entry_points()))
+    theirs = sorted(map(key, entry_points(group=plugins.GROUP)))
+    assert ours == theirs
+    assert [v for n, v in ours if n == "dup"] == ["first_mod:setup"]
+    assert {"nl", "old", "a", "b"} <= {n for n, _ in ours} and "c" not in {n for n, _ in ours}
+    # the same through importlib (the route for a zip on sys.path)
+    assert sorted(map(key, plugins._entry_points_from_importlib())) == theirs
+    code = ("import sys; from geval_spec import plugins; eps = plugins._entry_points(); "
+            "assert 'importlib.metadata' not in sys.modules; print(sorted(e.name for e in eps))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "'nl'" in out
+
+
+def test_a_zip_on_sys_path_sends_the_scan_to_importlib(tmp_path, monkeypatch):
+    import sys
+    import zipfile
+    from importlib.metadata import entry_points
+
+    from geval_spec import plugins
+
+    archive = tmp_path / "bundle.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr("zipped_plugin-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: zipped-plugin\nVersion: 1\n")
+        z.writestr("zipped_plugin-1.0.dist-info/entry_points.txt", f"[{plugins.GROUP}]\nzipped = zmod:setup\n")
+    monkeypatch.setattr(sys, "path", [str(archive), *sys.path])
+    found = {(e.name, e.value) for e in plugins._entry_points()}
+    assert ("zipped", "zmod:setup") in found
+    assert found == {(e.name, e.value) for e in entry_points(group=plugins.GROUP)}
+
+
+def test_an_entry_point_loads_module_attribute_paths():
+    from geval_spec.plugins import EntryPoint
+
+    assert EntryPoint("x", "os.path:join").load() is __import__("os").path.join
+    assert EntryPoint("x", "os.path").load() is __import__("os").path
+    assert EntryPoint("x", "os:path.join [extra]").load() is __import__("os").path.join
+    with pytest.raises(ValueError, match="not module:attribute"):
+        EntryPoint("x", "not a value!").load()

@@ -45,7 +45,7 @@ class _NoPydanticPlugins(types.ModuleType):
 
 
 def skip_plugin_scan() -> None:
-    """Put :class:`_NoPydanticPlugins` in place of pydantic's loader, if pydantic's plugins are off and it is unloaded."""
+    """Put :class:`_NoPydanticPlugins` in place of pydantic's loader, if its plugins are off and it is not loaded."""
     if os.environ.get("PYDANTIC_DISABLE_PLUGINS") in PLUGINS_OFF and LOADER not in sys.modules:
         sys.modules[LOADER] = _NoPydanticPlugins(LOADER)
 

@@ -7,7 +7,7 @@ findings; :mod:`geval_spec.store.schema` has the tables and views.
 
 A :class:`Store` is a short session: DuckDB lets one process write a file at a
 time, so a run opens the store only to write a batch (its writer thread,
-:mod:`geval_spec.store.writer`) and closes it again, and ``report``, ``audit``,
+:mod:`geval_spec.store.gate`) and closes it again, and ``report``, ``audit``,
 ``compare``, a second run or a plain DuckDB reader get their turn in between.
 Opening waits while another process holds the file.
 
@@ -44,7 +44,27 @@ DEFAULT_WAIT = 120.0  # seconds to wait for another process to let go of the fil
 INSERT_CHUNK = 10_000  # rows per INSERT statement (see Store.insert)
 
 
+ENGINE_NAMES = ("connect", "Error", "ConstraintException")  # all the store uses of DuckDB's module
+
+
 def _duckdb() -> Any:
+    """DuckDB's engine: its C++ extension module ``_duckdb`` when it stands alone, else the ``duckdb`` package.
+
+    The package re-exports the extension and adds a Python layer (relations,
+    expressions, and its version read through importlib.metadata) that the
+    store does not use: importing the extension alone takes about 25 ms, the
+    package about 170 (a cost every command that opens the store paid;
+    BENCHMARKS.md). Releases whose extension is not a top-level ``_duckdb``
+    (DuckDB 1.x has ``duckdb.duckdb``), or lacks one of ENGINE_NAMES, get
+    the package.
+    """
+    try:
+        import _duckdb  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        pass
+    else:
+        if all(hasattr(_duckdb, name) for name in ENGINE_NAMES):
+            return _duckdb
     import duckdb
 
     return duckdb

@@ -182,3 +182,24 @@ def test_a_nudge_starts_a_session_before_the_interval(tmp_path):
             seen = store.answered(["early"])
     gate.close()
     assert seen == {"early"}
+
+
+def test_the_store_takes_duckdbs_engine_module_alone_and_the_package_where_it_cannot(monkeypatch, tmp_path):
+    """DuckDB's extension module without the package's Python layer; the package when the extension is not a
+    top-level module (DuckDB 1.x) or lacks what the store uses. Either way a store opens and refuses a duplicate."""
+    import importlib.util
+    import types
+
+    from geval_spec.store import db as store_db
+
+    assert store_db._duckdb().__name__ == ("_duckdb" if importlib.util.find_spec("_duckdb") else "duckdb")
+    monkeypatch.setitem(sys.modules, "_duckdb", None)  # import _duckdb raises ImportError
+    assert store_db._duckdb().__name__ == "duckdb"
+    monkeypatch.setitem(sys.modules, "_duckdb", types.ModuleType("_duckdb"))  # present, without connect
+    package = store_db._duckdb()
+    assert package.__name__ == "duckdb"
+    with Store(tmp_path / "r.duckdb") as store:
+        store.con.execute("CREATE TABLE t (k VARCHAR PRIMARY KEY)")
+        store.con.execute("INSERT INTO t VALUES ('a')")
+        with pytest.raises(package.ConstraintException):
+            store.con.execute("INSERT INTO t VALUES ('a')")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -88,3 +89,84 @@ def test_the_progress_view_loads_what_comes_after_the_run_once_the_first_answer_
     view._warming.join(5)
     assert sys.modules["after_the_run_probe"].LOADED
     monkeypatch.delitem(sys.modules, "after_the_run_probe")
+
+
+class _Stream:
+    """A stderr stand-in: text written, and whether it calls itself a tty."""
+
+    def __init__(self, tty: bool) -> None:
+        self.tty, self.text = tty, ""
+
+    def isatty(self) -> bool:
+        return self.tty
+
+    def write(self, text: str) -> int:
+        self.text += text
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("env, tty, live", [
+    ({}, False, False),  # CI logs, a file, a pipe: plain lines, and rich is not even asked
+    ({}, True, True),
+    ({"TTY_COMPATIBLE": "1"}, False, True),  # rich's own switches still decide where they are set
+    ({"TTY_COMPATIBLE": "0"}, True, False),
+    ({"FORCE_COLOR": "1"}, False, True),
+    ({"FORCE_COLOR": ""}, True, False),
+])
+def test_progress_draws_a_bar_where_rich_would_and_plain_lines_elsewhere(monkeypatch, env, tty, live):
+    from geval_spec.cli.progress import ProgressView, may_be_terminal
+    from geval_spec.runner.execute import Progress
+
+    for var in ("TTY_COMPATIBLE", "FORCE_COLOR", "TTY_INTERACTIVE", "NO_COLOR", "TERM"):
+        monkeypatch.delenv(var, raising=False)
+    for var, value in env.items():
+        monkeypatch.setenv(var, value)
+    stream = _Stream(tty)
+    monkeypatch.setattr(sys, "stderr", stream)
+    view = ProgressView("probe")
+    assert view.live is live
+    if not may_be_terminal(stream):
+        assert view.console is None and not live
+    with view:
+        for n in range(0, 21):
+            view.update(Progress(cases=20, cases_done=n, done=n))
+    if live:
+        assert "probe" in stream.text and "\u2501" in stream.text  # rich's bar
+    else:  # one line per tenth of the cases, the last at 100%, no escape codes
+        shares = re.findall(r"^probe: \d+/20 cases \((\d+)%\)", stream.text, re.M)
+        assert shares == [str(10 * k) for k in range(1, 11)]
+        assert "\x1b" not in stream.text
+
+
+def test_plain_progress_prints_a_line_every_30_seconds_between_tenths(monkeypatch):
+    from geval_spec.cli import progress
+    from geval_spec.runner.execute import Progress
+
+    clock = [1000.0]
+    monkeypatch.setattr(progress.time, "monotonic", lambda: clock[0])
+    stream = _Stream(False)
+    monkeypatch.setattr(sys, "stderr", stream)
+    with progress.ProgressView("slow") as view:
+        for n, seconds in ((1, 10), (2, 25), (3, 31), (4, 10), (5, 31)):
+            clock[0] += seconds
+            view.update(Progress(cases=1000, cases_done=n, done=n))
+    counts = re.findall(r"^slow: (\d+)/1000 cases", stream.text, re.M)
+    assert counts == ["2", "3", "5"]  # 35 s, 31 s and 41 s after the line before; the last state is not repeated
+
+
+def test_plain_progress_ends_with_where_the_run_stopped():
+    from geval_spec.cli.progress import ProgressView
+    from geval_spec.runner.execute import Progress
+
+    stream = _Stream(False)
+    old, sys.stderr = sys.stderr, stream
+    try:
+        with ProgressView("cut") as view:
+            for n in (1, 2, 3):
+                view.update(Progress(cases=100, cases_done=n, done=n))
+    finally:
+        sys.stderr = old
+    assert re.findall(r"^cut: (\d+)/100 cases", stream.text, re.M) == ["3"]

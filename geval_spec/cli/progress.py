@@ -10,6 +10,8 @@ cases or every 30 s, whichever comes first, and once at the end:
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 import time
 from importlib import import_module
@@ -47,6 +49,17 @@ def pace_text(state: PaceState) -> str:
     if state.held >= 0.5:
         text += f"{', ' if text else ''}holding {state.held:.0f}s (429)"
     return text
+
+
+def may_be_terminal(stream: Any) -> bool:
+    """False only where rich's Console would also find no terminal: the stream is no tty and neither
+    TTY_COMPATIBLE nor FORCE_COLOR asks for one. Otherwise rich decides."""
+    if os.environ.get("TTY_COMPATIBLE", "") in ("0", "1") or "FORCE_COLOR" in os.environ:
+        return True
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):  # no isatty, or a closed stream: let rich decide
+        return True
 
 
 def _load(module: str) -> None:
@@ -87,13 +100,15 @@ class ProgressView:
         self.label = label
         self.warm = warm
         self._warming: threading.Thread | None = None
-        self.console = console(stderr=True)
-        self.live = self.console.is_terminal
+        # rich (about 30 ms to import) only where it may draw: a plain stderr that is no terminal gets plain lines
+        self.console: Any = console(stderr=True) if may_be_terminal(sys.stderr) else None
+        self.live = self.console is not None and self.console.is_terminal
         self.bar: Any = None
         self.task: Any = None
         self.last: Progress | None = None
         self._printed_at = time.monotonic()
-        self._printed_share = 0.0
+        self._printed: Progress | None = None  # the state of the last plain line
+        self._printed_step = 0  # the last tenth of the cases a plain line was printed for
 
     def __enter__(self) -> "ProgressView":
         if self.live:
@@ -120,13 +135,14 @@ class ProgressView:
             self.bar.update(self.task, total=p.cases or None, completed=p.cases_done, info=info)
             return
         share = p.cases_done / p.cases if p.cases else 0.0
+        step = int(share / PLAIN_STEP + 1e-9)  # whole tenths (1e-9: 3/10 is one float below 0.3 * 10)
         now = time.monotonic()
-        if share >= self._printed_share + PLAIN_STEP or now - self._printed_at >= PLAIN_EVERY:
-            self._printed_at, self._printed_share = now, share
+        if step > self._printed_step or now - self._printed_at >= PLAIN_EVERY:
+            self._printed_at, self._printed_step, self._printed = now, max(step, self._printed_step), p
             echo_err(plain_line(self.label, p))
 
     def __exit__(self, *exc: object) -> None:
         if self.bar is not None:
             self.bar.__exit__(*exc)
-        elif self.last is not None and self.last.cases and self._printed_share < 1.0:
+        elif self.last is not None and self.last.cases and self.last is not self._printed:  # where it ended
             echo_err(plain_line(self.label, self.last))

@@ -75,6 +75,8 @@ class BatchRoutes(Routes):
     other attribute is theirs too.
     """
 
+    batch = True
+
     def __init__(self, online: Routes, errors: BatchErrors = "online") -> None:  # no Routes.__init__: no new clients
         self.online = online
         self.errors: BatchErrors = errors

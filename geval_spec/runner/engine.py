@@ -22,7 +22,6 @@ from geval_spec.judge.requests import method_requests, prepare_requests
 from geval_spec.judge.scoring import as_fallback, missing_logprobs, score_case
 from geval_spec.judge.messages import Message, Rendered
 from geval_spec.judge.types import Completion, Judgment, Request
-from geval_spec.runner.batch import for_batch
 from geval_spec.runner.execute import Check, Executor, Outcome, Progress, Routes, Settings
 from geval_spec.spec.load import ParsedSpec
 from geval_spec.spec.sections import Judge
@@ -98,7 +97,10 @@ class Engine:
         self.say = say
         self.progress = progress
         self.executor = Executor(routes, run_id, journal, self._sink, settings, progress, on_progress, check)
-        self.executor = for_batch(self.executor, gate, say, parsed.name)  # run --batch: through the batch API
+        if routes.batch:  # run --batch: through the batch API (imported only then)
+            from geval_spec.runner.batch import for_batch
+
+            self.executor = for_batch(self.executor, gate, say, parsed.name)
         self.waiting: dict[str, list[_Group]] = {}  # request hash -> groups that need it
         self.sent: set[str] = set()
         self.position = 0

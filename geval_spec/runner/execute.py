@@ -160,6 +160,8 @@ class Routes:
     Judges with the same client, server and model share one pacer: a provider's limits are per model.
     """
 
+    batch = False  # the batch API's routes (runner/batch.py) say True: the engine then sends through it
+
     def __init__(self, judges: Sequence[Judge], concurrency: int, replay: Path | None = None,
                  backoff: float | None = None, limits: LimitOverride | None = None) -> None:
         self.by_label: dict[str, Route] = {}

@@ -28,7 +28,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from geval_spec import __version__
 from geval_spec.dataset.cases import Case, Dataset, read_cases
@@ -42,7 +42,6 @@ from geval_spec.judge.scoring import missing_logprobs
 from geval_spec.judge.types import Completion, Request
 from geval_spec.plugins import load_plugins
 from geval_spec.redact import redact
-from geval_spec.runner.batch import BatchErrors, BatchRoutes
 from geval_spec.runner.engine import Engine, Interrupted
 from geval_spec.runner.estimate import DryRun, estimate
 from geval_spec.runner.execute import Check, LimitOverride, Progress, Routes, Settings
@@ -53,6 +52,9 @@ from geval_spec.store.db import Store
 from geval_spec.store.gate import StoreGate, store_settings
 from geval_spec.store.journal import Journal
 from geval_spec.store.records import RunInfo, RunJudge, RunSettings, RunStatus
+
+if TYPE_CHECKING:  # the batch route is imported when a run asks for it
+    from geval_spec.runner.batch import BatchErrors
 
 JUDGMENT_VERSION = "2"  # bump when the same responses would give other judgments (scoring changed)
 
@@ -330,7 +332,10 @@ def _judge(parsed: ParsedSpec, cases: list[Case], judges: tuple[Judge, ...], opt
     progress = Progress(cases=len(cases), cases_done=len(reused))
     routes = Routes(judges, options.concurrency, options.replay, options.backoff,
                     LimitOverride(options.rpm, options.tpm))
-    routes = BatchRoutes(routes, options.batch_errors) if options.batch else routes
+    if options.batch:
+        from geval_spec.runner.batch import BatchRoutes
+
+        routes = BatchRoutes(routes, options.batch_errors)
     settings = Settings(concurrency=options.concurrency, retry_budget=options.retry_budget
                         if options.retry_budget is not None else max(20, len(cases) - len(reused)),
                         max_cost=options.max_cost)

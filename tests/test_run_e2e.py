@@ -252,3 +252,36 @@ def test_api_keys_are_never_stored(tmp_path, server, monkeypatch):
     for path in [*(root / ".geval").rglob("*"), cassette]:
         if path.is_file():
             assert secret.encode() not in path.read_bytes(), path
+
+
+def _duplicate_prompt(root: Path, first: int, second: int) -> None:
+    """Give case ``second`` the same fields as case ``first``: their prompts, and so their requests, are identical."""
+    path = root / "specs" / "data" / "cases.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    rows[second].update(src=rows[first]["src"], cand=rows[first]["cand"])
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_a_prompt_repeated_in_a_later_chunk_is_sent_once_and_judges_both_cases(tmp_path, server):
+    """Cases 0 and 150 render the same prompt; 150 is planned in a later chunk, after 0's answer is in. Once lost:
+    the second case waited for an answer that had come already."""
+    root = make_project(tmp_path, server.base_url, n=160, client="openai-http")
+    _duplicate_prompt(root, 0, 150)
+    res = cli("run", "demo", "--concurrency", "4", cwd=root)
+    assert res.code == 0, res.err + res.out
+    js = judgments(root, last_line(res.out))
+    assert len(js) == 160 and all(j.valid for j in js.values())
+    assert js["c150"].score == js["c000"].score
+    assert server.state.total == 159  # the repeated prompt went out once
+
+
+def test_a_repeated_prompt_whose_request_failed_fails_both_cases(tmp_path):
+    with FakeOpenAI(ServerConfig(fail_always=500)) as srv:
+        root = make_project(tmp_path, srv.base_url, n=160, client="openai-http", max_retries=0)
+        _duplicate_prompt(root, 0, 150)
+        cli("run", "demo", "--concurrency", "4", "--backoff", "0.01", cwd=root)
+        with Store(root / ".geval" / "results.duckdb") as store:
+            run_id = store.con.execute("SELECT run_id FROM runs").fetchone()[0]
+            js = {j.case_id: j for j in store.judgments(run_id)}
+    assert len(js) == 160 and not any(j.valid for j in js.values())
+    assert js["c150"].reason == js["c000"].reason and js["c150"].reason.startswith("request failed")

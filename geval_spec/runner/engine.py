@@ -103,6 +103,7 @@ class Engine:
             self.executor = for_batch(self.executor, gate, say, parsed.name)
         self.waiting: dict[str, list[_Group]] = {}  # request hash -> groups that need it
         self.sent: set[str] = set()
+        self.failed: dict[str, tuple[str, bool]] = {}  # request hash -> (error, transport failure), once given up
         self.position = 0
         self.judgments: list[Judgment] = []
         self.fallback: list[Request] = []
@@ -138,6 +139,9 @@ class Engine:
 
         # stored before any is sent: a killed run's journal then replays answers to requests the store knows
         await self._stored(persist)
+        # an identical prompt in an earlier chunk (cases whose fields are the same) has the same hash: that request
+        # is not sent again, and if its outcome is already in, this chunk's cases take it (below)
+        outcome_in = {r.hash for r in requests if r.hash in self.sent and r.hash not in self.waiting}
         groups: dict[tuple[str, str], _Group] = {}
         for r in requests:
             group = groups.setdefault((r.case_id, r.judge), _Group(r.case_id, r.judge, []))
@@ -147,12 +151,22 @@ class Engine:
                 self.waiting.setdefault(h, []).append(group)
         fresh = {r.hash: r for r in requests if r.hash not in self.sent}
         self.progress.total += len(fresh)
-        if self.reuse_answers and fresh:
-            stored = await self._stored(lambda store: store.ok_responses(list(fresh)))
+        for h in outcome_in & self.failed.keys():
+            error, transport = self.failed[h]
+            self._resolve(h, error=error, transport_failure=transport)
+        answered = [h for h in outcome_in if h not in self.failed]  # their answers are stored (or queued to be)
+        lookup = (list(fresh) if self.reuse_answers else []) + answered
+        if lookup:
+            stored = await self._stored(lambda store: store.ok_responses(lookup))
+            model = {r.hash: r.model for r in requests}
             for h, recorded in stored.items():
-                self.progress.cached += 1
-                self.sent.add(h)
-                self._resolve(h, completion=completion_of(recorded, fresh[h].model))
+                if h in fresh:
+                    self.progress.cached += 1
+                    self.sent.add(h)
+                self._resolve(h, completion=completion_of(recorded, model[h]))
+            for h in answered:
+                if h not in stored:  # (cannot happen: an answer reaches the gate before its outcome is handled)
+                    self._resolve(h, error="the answer to an identical earlier request was not found in the store")
         out = [r for h, r in fresh.items() if h not in self.sent]
         self.sent.update(r.hash for r in out)
         return out
@@ -174,6 +188,8 @@ class Engine:
     # -- outcomes and scoring ---------------------------------------------------------------------
     def _resolve(self, h: str, completion: Completion | None = None, error: str | None = None,
                  transport_failure: bool = False) -> None:
+        if completion is None:
+            self.failed[h] = (error or "no response", transport_failure)
         for group in self.waiting.pop(h, []):
             if completion is not None:
                 group.completions[h] = completion
@@ -261,6 +277,10 @@ class Engine:
         if self.executor.stopping:
             raise Interrupted(f"interrupted: {self.progress.cases_done} of {self.progress.cases} cases judged; "
                               "what was received is stored, run the same command again to go on")
+        unjudged = sorted({g.case_id for groups in self.waiting.values() for g in groups})
+        if unjudged:  # every request has an outcome once the stream has ended: a case still waiting is a bug
+            raise RuntimeError(f"{len(unjudged)} case(s) were left without a judgment (first: {unjudged[0]!r}); "
+                               "what was received is stored, and a rerun sends nothing answered again")
         self._check_outage()
 
     async def _send_fallback(self) -> None:

@@ -285,3 +285,17 @@ def test_a_repeated_prompt_whose_request_failed_fails_both_cases(tmp_path):
             js = {j.case_id: j for j in store.judgments(run_id)}
     assert len(js) == 160 and not any(j.valid for j in js.values())
     assert js["c150"].reason == js["c000"].reason and js["c150"].reason.startswith("request failed")
+
+
+def test_a_completed_run_missing_a_judgment_is_redone_from_what_it_has(tmp_path, server):
+    """A store written before the repeated-prompt fix can hold a completed run without one case's judgment: the
+    next run fills it in from the stored answer, sending nothing."""
+    root = make_project(tmp_path, server.base_url, n=20, client="openai-http")
+    run_id = last_line(cli("run", "demo", cwd=root).out)
+    with Store(root / ".geval" / "results.duckdb") as store:
+        store.con.execute("DELETE FROM judgments WHERE run_id = ? AND case_id = 'c007'", [run_id])
+    sent = server.state.total
+    res = cli("run", "demo", cwd=root)
+    assert res.code == 0 and last_line(res.out) == run_id
+    assert "19 cases reused" in res.out and server.state.total == sent
+    assert len(judgments(root, run_id)) == 20

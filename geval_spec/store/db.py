@@ -250,13 +250,17 @@ class Store(JudgmentTables, BatchTable):
             self.transaction(lambda c: self._insert_requests(c, run_id, requests, start))
 
     def finished(self, run_id: str) -> bool:
-        """The run exists, completed, with no case left unanswered by a transport failure (nothing to redo)."""
+        """The run exists, completed, with a judgment for every case and none left unanswered by a transport
+        failure (nothing to redo). (Runs made before a fix could lack the judgment of a case whose prompt repeated
+        an earlier chunk's: such a run is redone, reusing what it has.)"""
         run = self.get_run(run_id)
         if run is None or run.status != "completed":
             return False
-        row = self.con.execute(f"SELECT count(*) FROM judgments WHERE run_id = ? AND {TRANSPORT_FAILED}",
-                               [run_id]).fetchone()
-        return not row[0]
+        row = self.con.execute(
+            f"SELECT (SELECT count(*) FROM judgments WHERE run_id = $1 AND {TRANSPORT_FAILED}), "
+            "(SELECT count(*) FROM run_cases c WHERE c.run_id = $1 AND NOT EXISTS "
+            " (SELECT 1 FROM judgments j WHERE j.run_id = $1 AND j.case_id = c.case_id))", [run_id]).fetchone()
+        return not row[0] and not row[1]
 
     def set_aside(self, run_id: str) -> str | None:
         """Rename an earlier record of this run (stopped midway, or with failed requests) out of the way.

@@ -165,8 +165,10 @@ def test_plain_progress_ends_with_where_the_run_stopped():
     old, sys.stderr = sys.stderr, stream
     try:
         with ProgressView("cut") as view:
-            for n in (1, 2, 3):
-                view.update(Progress(cases=100, cases_done=n, done=n))
+            p = Progress(cases=100)  # one object, updated in place, as the engine does
+            for n in range(1, 56):
+                p.cases_done = p.done = n
+                view.update(p)
     finally:
         sys.stderr = old
-    assert re.findall(r"^cut: (\d+)/100 cases", stream.text, re.M) == ["3"]
+    assert re.findall(r"^cut: (\d+)/100 cases", stream.text, re.M) == ["10", "20", "30", "40", "50", "55"]

@@ -51,6 +51,11 @@ def pace_text(state: PaceState) -> str:
     return text
 
 
+def _counts(p: Progress) -> tuple[int, ...]:
+    """What a plain line says apart from its rate and ETA (which change with the clock alone)."""
+    return (p.cases_done, p.cases, p.done, p.cached, p.failed)
+
+
 def may_be_terminal(stream: Any) -> bool:
     """False only where rich's Console would also find no terminal: the stream is no tty and neither
     TTY_COMPATIBLE nor FORCE_COLOR asks for one. Otherwise rich decides."""
@@ -107,7 +112,8 @@ class ProgressView:
         self.task: Any = None
         self.last: Progress | None = None
         self._printed_at = time.monotonic()
-        self._printed: Progress | None = None  # the state of the last plain line
+        self._printed: tuple[int, ...] | None = None  # the counts of the last plain line (the engine updates one
+        # Progress in place, so the object itself cannot tell)
         self._printed_step = 0  # the last tenth of the cases a plain line was printed for
 
     def __enter__(self) -> "ProgressView":
@@ -138,11 +144,11 @@ class ProgressView:
         step = int(share / PLAIN_STEP + 1e-9)  # whole tenths (1e-9: 3/10 is one float below 0.3 * 10)
         now = time.monotonic()
         if step > self._printed_step or now - self._printed_at >= PLAIN_EVERY:
-            self._printed_at, self._printed_step, self._printed = now, max(step, self._printed_step), p
+            self._printed_at, self._printed_step, self._printed = now, max(step, self._printed_step), _counts(p)
             echo_err(plain_line(self.label, p))
 
     def __exit__(self, *exc: object) -> None:
         if self.bar is not None:
             self.bar.__exit__(*exc)
-        elif self.last is not None and self.last.cases and self.last is not self._printed:  # where it ended
+        elif self.last is not None and self.last.cases and _counts(self.last) != self._printed:  # where it ended
             echo_err(plain_line(self.label, self.last))

@@ -106,7 +106,7 @@ class EntryPoint:
         if match is None:
             raise ValueError(f"entry point {self.name!r}: {self.value!r} is not module:attribute")
         target = importlib.import_module(match["module"])
-        for part in (match["attr"] or "").split(".") if match["attr"] else ():
+        for part in filter(None, (match["attr"] or "").split(".")):
             target = getattr(target, part)
         return target
 
@@ -115,27 +115,41 @@ class EntryPoint:
 _ENTRY_VALUE = re.compile(r"(?P<module>[\w.]+)\s*(:\s*(?P<attr>[\w.]+)\s*)?((?P<extras>\[.*\])\s*)?$")
 
 
+Broken = list[tuple[str, str]]  # (distribution folder, what is wrong with its entry points)
+
+
 def _entry_points() -> list[EntryPoint]:
-    """The installed entry points of GROUP, as ``importlib.metadata.entry_points(group=GROUP)`` finds them.
+    """The installed entry points of GROUP, as ``importlib.metadata.entry_points(group=GROUP)`` finds them."""
+    return _scan()[0]
+
+
+def _scan() -> tuple[list[EntryPoint], Broken]:
+    """The installed entry points of GROUP, and the distributions whose entry points could not be read.
 
     Read straight from the ``*.dist-info`` and ``*.egg-info`` folders on
-    ``sys.path``, in importlib's order, without importing importlib.metadata
-    (which imports the email package: about a tenth of ``validate``'s start,
-    BENCHMARKS.md). As there, a distribution installed twice counts once (the
-    first on ``sys.path``). Where importlib.metadata would look further (a zip
-    archive or an ``.egg`` on ``sys.path``, or an import hook that supplies distributions of
-    its own) it is asked instead. A test checks both against it.
+    ``sys.path``, in importlib.metadata's order and with its reading of the
+    file, without importing importlib.metadata (which imports the email
+    package: about a tenth of ``validate``'s start, BENCHMARKS.md). As there,
+    a distribution installed twice counts once (the first on ``sys.path``).
+    Where importlib.metadata would look further or decide by the metadata
+    itself, it is asked instead: a zip archive or an ``.egg`` on
+    ``sys.path``, an import hook that supplies distributions of its own, or
+    a folder whose suffix is not lower case or whose name is empty. A test
+    compares the two on a corpus of installed-looking folders.
     """
     import os
     import sys
     from importlib.machinery import PathFinder
 
-    if any(os.path.isfile(entry) or entry.lower().endswith(".egg") for entry in sys.path if entry) or \
+    entries = [os.fspath(e) for e in sys.path if isinstance(e, (str, os.PathLike))]
+    entries = [e for e in entries if isinstance(e, str)]
+    if any(os.path.isfile(entry) or entry.lower().endswith(".egg") for entry in entries if entry) or \
             any(hasattr(f, "find_distributions") and f is not PathFinder for f in sys.meta_path):
-        return _entry_points_from_importlib()
+        return _scan_with_importlib()
     found: list[EntryPoint] = []
+    broken: Broken = []
     seen: set[str] = set()
-    for entry in sys.path:
+    for entry in entries:
         try:
             children = os.listdir(entry or ".")
         except OSError:
@@ -144,24 +158,37 @@ def _entry_points() -> list[EntryPoint]:
         for child in children:
             low = child.lower()
             if low.endswith((".dist-info", ".egg-info")):
-                infos.setdefault(re.sub(r"[-_.]+", "_", low.rpartition(".")[0].partition("-")[0]), []).append(child)
+                stem = low.rpartition(".")[0].partition("-")[0]
+                if not stem or not child.endswith((".dist-info", ".egg-info")):
+                    return _scan_with_importlib()  # importlib names such a distribution from its metadata
+                infos.setdefault(re.sub(r"[-_.]+", "_", stem), []).append(child)
         for name, child in ((name, child) for name, folders in infos.items() for child in folders):
             if name in seen:
                 continue
             seen.add(name)
             try:
-                with open(os.path.join(entry or ".", child, "entry_points.txt"), encoding="utf-8") as fh:
-                    text = fh.read()
-            except (OSError, UnicodeDecodeError):
+                with open(os.path.join(entry or ".", child, "entry_points.txt"), "rb") as fh:
+                    raw = fh.read()
+            except OSError:
                 continue
-            if GROUP in text:
-                found.extend(_group_entries(text))
-    return found
+            if GROUP.encode() not in raw:
+                continue
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                broken.append((child, f"entry_points.txt is not UTF-8 text ({exc.reason} at byte {exc.start})"))
+                continue
+            entries_here, problems = _group_entries(text)
+            found.extend(entries_here)
+            broken.extend((child, problem) for problem in problems)
+    return found, broken
 
 
-def _group_entries(text: str) -> list[EntryPoint]:
-    """The GROUP section of an entry_points.txt, read as importlib.metadata reads it (``#`` comments, ``[section]``)."""
+def _group_entries(text: str) -> tuple[list[EntryPoint], list[str]]:
+    """The GROUP section of an entry_points.txt, read as importlib.metadata reads it (``#`` comments, ``[section]``),
+    and its lines that are not ``name = value``."""
     out: list[EntryPoint] = []
+    problems: list[str] = []
     section = None
     for raw in text.splitlines():
         line = raw.strip()
@@ -173,23 +200,29 @@ def _group_entries(text: str) -> list[EntryPoint]:
             name, sep, value = line.partition("=")
             if sep:
                 out.append(EntryPoint(name.strip(), value.strip()))
-    return out
+            else:
+                problems.append(f"entry_points.txt: {line[:80]!r} in [{GROUP}] is not name = value")
+    return out, problems
 
 
-def _entry_points_from_importlib() -> list[EntryPoint]:
+def _scan_with_importlib() -> tuple[list[EntryPoint], Broken]:
     from importlib.metadata import distributions
 
     found: list[EntryPoint] = []
+    broken: Broken = []
     seen: set[str] = set()
     for dist in distributions():
         name = getattr(dist, "_normalized_name", None) or (dist.metadata["Name"] or "").lower().replace("-", "_")
         if name in seen:
             continue
         seen.add(name)
-        text = dist.read_text("entry_points.txt")
-        if text and GROUP in text:
-            found.extend(EntryPoint(ep.name, ep.value) for ep in dist.entry_points.select(group=GROUP))
-    return found
+        try:
+            text = dist.read_text("entry_points.txt")
+            if text and GROUP in text:
+                found.extend(EntryPoint(ep.name, ep.value) for ep in dist.entry_points.select(group=GROUP))
+        except Exception as exc:  # importlib's reading of a malformed file raises
+            broken.append((name, f"entry_points.txt: {type(exc).__name__}: {exc}"))
+    return found, broken
 
 
 def load_plugins() -> Registry:
@@ -198,7 +231,9 @@ def load_plugins() -> Registry:
     if _REGISTRY is not None:
         return _REGISTRY
     registry = Registry()
-    for ep in sorted(_entry_points(), key=lambda e: e.name):
+    found, broken = _scan()
+    registry.failed += broken
+    for ep in sorted(found, key=lambda e: e.name):
         try:
             target = ep.load()
             setup: Callable[[Registry], None] = getattr(target, "setup", target)

@@ -31,6 +31,9 @@ def test_validate_and_list_do_not_import_litellm(command):
 def test_the_stand_in_for_pydantics_plugin_loader_hands_over_when_plugins_are_on(monkeypatch):
     from geval_spec.cli import main as cli_main
 
+    import pydantic.plugin
+
+    monkeypatch.setattr(pydantic.plugin, "_loader", getattr(pydantic.plugin, "_loader", None), raising=False)
     monkeypatch.delitem(sys.modules, cli_main.LOADER, raising=False)
     monkeypatch.setenv("PYDANTIC_DISABLE_PLUGINS", "some_plugin")  # only some off: pydantic must look
     cli_main.skip_plugin_scan()
@@ -39,6 +42,7 @@ def test_the_stand_in_for_pydantics_plugin_loader_hands_over_when_plugins_are_on
     cli_main.skip_plugin_scan()
     stand_in = sys.modules[cli_main.LOADER]
     assert isinstance(stand_in, cli_main._NoPydanticPlugins) and stand_in.get_plugins() == ()
+    assert pydantic.plugin._loader is stand_in  # reached as an attribute of its package too
     # pydantic's own call site takes it as its loader
     from pydantic import TypeAdapter
 

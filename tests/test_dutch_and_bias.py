@@ -244,17 +244,62 @@ def test_plugin_entry_points_are_the_ones_importlib_finds(tmp_path, monkeypatch)
     def key(e):
         return (e.name, e.value)
 
-    ours = sorted(map(key, plugins._entry_points()))
-    theirs = sorted(map(key, entry_points(group=plugins.GROUP)))
-    assert ours == theirs
+    ours = list(map(key, plugins._entry_points()))
+    theirs = list(map(key, entry_points(group=plugins.GROUP)))
+    assert ours == theirs  # in the same order: of two plugins with one name, the later one is set up last
     assert [v for n, v in ours if n == "dup"] == ["first_mod:setup"]
     assert {"nl", "old", "a", "b"} <= {n for n, _ in ours} and "c" not in {n for n, _ in ours}
     # the same through importlib (the route for a zip on sys.path)
-    assert sorted(map(key, plugins._entry_points_from_importlib())) == theirs
+    assert list(map(key, plugins._scan_with_importlib()[0])) == theirs
     code = ("import sys; from geval_spec import plugins; eps = plugins._entry_points(); "
             "assert 'importlib.metadata' not in sys.modules; print(sorted(e.name for e in eps))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "'nl'" in out
+
+
+def test_the_scan_takes_path_objects_and_hands_odd_folders_to_importlib(tmp_path, monkeypatch):
+    """A pathlib.Path on sys.path (notebooks, conftests) is read like its text; a folder whose suffix is not lower
+    case, or whose name is empty, is named by its metadata, so importlib decides."""
+    from importlib.metadata import entry_points
+
+    from geval_spec import plugins
+
+    g = plugins.GROUP
+    for folder, name, target in (("a", "odd-plugin", "a_mod:setup"), ("b", "odd-plugin", "b_mod:setup")):
+        (tmp_path / folder).mkdir()
+    info = tmp_path / "a" / "Odd_Plugin-1.0.DIST-INFO"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: other-name\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(f"[{g}]\nodd = a_mod:setup\n")
+    info = tmp_path / "b" / "odd_plugin-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: odd-plugin\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(f"[{g}]\nodd = b_mod:setup\n")
+    monkeypatch.setattr(sys, "path", [tmp_path / "a", str(tmp_path / "b"), *sys.path])
+
+    def key(e):
+        return (e.name, e.value)
+
+    assert list(map(key, plugins._entry_points())) == list(map(key, entry_points(group=g)))
+    assert ("odd", "a_mod:setup") in map(key, plugins._entry_points())
+
+
+def test_unreadable_entry_points_are_reported_not_skipped(tmp_path, monkeypatch):
+    from geval_spec import plugins
+
+    g = plugins.GROUP
+    for folder, content in (("bad_line-1.0.dist-info", f"[{g}]\nno equals sign here\nfine = builtins:id\n".encode()),
+                            ("bad_text-1.0.dist-info", f"[{g}]\nx = y:z  # caf\xe9\n".encode("latin-1"))):
+        info = tmp_path / folder
+        info.mkdir()
+        (info / "entry_points.txt").write_bytes(content)
+    monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
+    monkeypatch.setattr(plugins, "_REGISTRY", None)
+    registry = plugins.load_plugins()
+    failed = dict(registry.failed)
+    assert "not name = value" in failed["bad_line-1.0.dist-info"]
+    assert "not UTF-8" in failed["bad_text-1.0.dist-info"]
+    assert "fine" in registry.loaded
 
 
 def test_a_zip_on_sys_path_sends_the_scan_to_importlib(tmp_path, monkeypatch):
@@ -280,5 +325,6 @@ def test_an_entry_point_loads_module_attribute_paths():
     assert EntryPoint("x", "os.path:join").load() is __import__("os").path.join
     assert EntryPoint("x", "os.path").load() is __import__("os").path
     assert EntryPoint("x", "os:path.join [extra]").load() is __import__("os").path.join
+    assert EntryPoint("x", "os:path..join").load() is __import__("os").path.join  # empty parts dropped, as importlib
     with pytest.raises(ValueError, match="not module:attribute"):
         EntryPoint("x", "not a value!").load()

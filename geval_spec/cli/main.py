@@ -40,14 +40,18 @@ class _NoPydanticPlugins(types.ModuleType):
 
     def _real(self) -> types.ModuleType:
         if sys.modules.get(LOADER) is self:
-            del sys.modules[LOADER]
+            sys.modules.pop(LOADER, None)  # (another thread may be handing over at the same moment)
         return importlib.import_module(LOADER)
 
 
 def skip_plugin_scan() -> None:
     """Put :class:`_NoPydanticPlugins` in place of pydantic's loader, if its plugins are off and it is not loaded."""
     if os.environ.get("PYDANTIC_DISABLE_PLUGINS") in PLUGINS_OFF and LOADER not in sys.modules:
-        sys.modules[LOADER] = _NoPydanticPlugins(LOADER)
+        stand_in = _NoPydanticPlugins(LOADER)
+        sys.modules[LOADER] = stand_in
+        parent = sys.modules.get(LOADER.rpartition(".")[0])
+        if parent is not None:  # as an import would: pydantic.plugin._loader reaches it too
+            setattr(parent, "_loader", stand_in)
 
 
 def main() -> None:

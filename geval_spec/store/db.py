@@ -55,8 +55,8 @@ def _duckdb() -> Any:
     store does not use: importing the extension alone takes about 25 ms, the
     package about 170 (a cost every command that opens the store paid;
     BENCHMARKS.md). Releases whose extension is not a top-level ``_duckdb``
-    (DuckDB 1.x has ``duckdb.duckdb``), or lacks one of ENGINE_NAMES, get
-    the package.
+    (older ones ship it as ``duckdb.duckdb``), or lacks one of ENGINE_NAMES,
+    get the package.
     """
     try:
         import _duckdb  # type: ignore[import-not-found,unused-ignore]

@@ -299,3 +299,16 @@ def test_a_completed_run_missing_a_judgment_is_redone_from_what_it_has(tmp_path,
     assert res.code == 0 and last_line(res.out) == run_id
     assert "19 cases reused" in res.out and server.state.total == sent
     assert len(judgments(root, run_id)) == 20
+
+
+def test_a_repeated_prompt_falling_back_is_sent_once_on_the_fallback_too(tmp_path):
+    """No logprobs: both cases of a repeated prompt fall back to samples; the fallback request is one request."""
+    with FakeOpenAI(ServerConfig(logprobs=False)) as srv:
+        root = make_project(tmp_path, srv.base_url, n=8, scoring_extra="  fallback: samples\n  samples: 3\n",
+                            temperature=1)
+        _duplicate_prompt(root, 0, 5)
+        res = cli("run", "demo", cwd=root)
+        assert res.code == 0, res.err
+        js = judgments(root, last_line(res.out))
+        assert len(js) == 8 and js["c005"].samples == js["c000"].samples
+        assert srv.state.total == 7 + 7  # 7 distinct prompts, each asked once for logprobs and once for samples

@@ -18,7 +18,7 @@ from geval_spec.dataset.cases import Case
 from geval_spec.errors import EXIT_INTERRUPTED, CostCeiling, GevalError, JudgeError
 from geval_spec.judge.clients.base import completion_of
 from geval_spec.judge.precheck import precheck
-from geval_spec.judge.requests import method_requests, prepare_requests
+from geval_spec.judge.requests import method_requests, prepare_requests, unique
 from geval_spec.judge.scoring import as_fallback, missing_logprobs, score_case
 from geval_spec.judge.messages import Message, Rendered
 from geval_spec.judge.types import Completion, Judgment, Request
@@ -258,8 +258,7 @@ class Engine:
             try:
                 await self._stream(self._feed(cases))
                 if self.fallback and not self.executor.stopping:
-                    await self._send_fallback()
-                    await self._stream(self._feed_list(self.fallback))
+                    await self._stream(self._feed_list(await self._send_fallback()))
             finally:
                 await routes.close()
 
@@ -283,7 +282,8 @@ class Engine:
                                "what was received is stored, and a rerun sends nothing answered again")
         self._check_outage()
 
-    async def _send_fallback(self) -> None:
+    async def _send_fallback(self) -> list[Request]:
+        """Register the fallback requests; return those to send (each distinct request once)."""
         spec = self.parsed.spec
         self.say(f"{len({r.case_id for r in self.fallback})} case(s) had no logprobs: scoring them with "
                  f"fallback {spec.scoring.fallback}")
@@ -296,7 +296,10 @@ class Engine:
         for group in groups.values():
             for h in {r.hash for r in group.requests}:
                 self.waiting.setdefault(h, []).append(group)
-        self.progress.total += len({r.hash for r in requests})
+        out = [r for r in unique(requests) if r.hash not in self.sent]  # identical prompts: one request for all
+        self.sent.update(r.hash for r in out)
+        self.progress.total += len(out)
+        return out
 
     def _check_outage(self) -> None:
         t = self.tally

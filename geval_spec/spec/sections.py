@@ -11,8 +11,7 @@ The names shared by every stage are defined here once: the split names and
 the TCVA verdict levels.
 """
 
-from __future__ import annotations
-
+# (no `from __future__ import annotations`: pydantic would evaluate 100-odd annotation strings at import)
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, JsonValue, Tag, field_validator, model_validator

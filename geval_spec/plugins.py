@@ -139,12 +139,11 @@ def _scan() -> tuple[list[EntryPoint], Broken]:
     """
     import os
     import sys
-    from importlib.machinery import PathFinder
 
     entries = [os.fspath(e) for e in sys.path if isinstance(e, (str, os.PathLike))]
     entries = [e for e in entries if isinstance(e, str)]
     if any(os.path.isfile(entry) or entry.lower().endswith(".egg") for entry in entries if entry) or \
-            any(hasattr(f, "find_distributions") and f is not PathFinder for f in sys.meta_path):
+            any(hasattr(f, "find_distributions") and not _searches_sys_path(f) for f in sys.meta_path):
         return _scan_with_importlib()
     found: list[EntryPoint] = []
     broken: Broken = []
@@ -184,6 +183,15 @@ def _scan() -> tuple[list[EntryPoint], Broken]:
     return found, broken
 
 
+def _searches_sys_path(finder: Any) -> bool:
+    """The standard finder of distributions on ``sys.path``, or the importlib_metadata backport's copy of it (which
+    some libraries, litellm's dependencies among them, add to ``sys.meta_path``): they find what the scan reads."""
+    from importlib.machinery import PathFinder
+
+    kind = type(finder) if not isinstance(finder, type) else finder
+    return finder is PathFinder or (kind.__module__ == "importlib_metadata" and kind.__name__ == "MetadataPathFinder")
+
+
 def _group_entries(text: str) -> tuple[list[EntryPoint], list[str]]:
     """The GROUP section of an entry_points.txt, read as importlib.metadata reads it (``#`` comments, ``[section]``),
     and its lines that are not ``name = value``."""
@@ -216,12 +224,17 @@ def _scan_with_importlib() -> tuple[list[EntryPoint], Broken]:
         if name in seen:
             continue
         seen.add(name)
+        folder = getattr(getattr(dist, "_path", None), "name", None) or name
         try:
             text = dist.read_text("entry_points.txt")
-            if text and GROUP in text:
-                found.extend(EntryPoint(ep.name, ep.value) for ep in dist.entry_points.select(group=GROUP))
-        except Exception as exc:  # importlib's reading of a malformed file raises
-            broken.append((name, f"entry_points.txt: {type(exc).__name__}: {exc}"))
+        except UnicodeDecodeError as exc:
+            broken.append((folder, f"entry_points.txt is not UTF-8 text ({exc.reason} at byte {exc.start})"))
+            continue
+        if not text or GROUP not in text:
+            continue
+        ours, problems = _group_entries(text)  # importlib's own reading raises on a line without "="
+        found.extend(ours)
+        broken.extend((folder, problem) for problem in problems)
     return found, broken
 
 

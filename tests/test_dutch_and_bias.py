@@ -284,8 +284,31 @@ def test_the_scan_takes_path_objects_and_hands_odd_folders_to_importlib(tmp_path
     assert ("odd", "a_mod:setup") in map(key, plugins._entry_points())
 
 
-def test_unreadable_entry_points_are_reported_not_skipped(tmp_path, monkeypatch):
+class _OwnDistributions:
+    """An import hook that supplies distributions of its own (none): the scan then asks importlib.metadata."""
+
+    def find_spec(self, *args):
+        return None
+
+    def find_distributions(self, *args, **kwargs):
+        return iter(())
+
+
+@pytest.mark.parametrize("hook", ["none", "backport", "own"])
+def test_unreadable_entry_points_are_reported_not_skipped(tmp_path, monkeypatch, hook):
+    """Reported with the folder and what is wrong, by the scan itself, with the importlib_metadata backport's finder
+    on sys.meta_path (litellm's dependencies put it there; it finds what the scan reads), and through importlib
+    (a hook with distributions of its own)."""
     from geval_spec import plugins
+
+    if hook == "backport":
+        importlib_metadata = pytest.importorskip("importlib_metadata")
+        monkeypatch.setattr(sys, "meta_path", [*sys.meta_path, importlib_metadata.MetadataPathFinder()])
+    elif hook == "own":
+        monkeypatch.setattr(sys, "meta_path", [*sys.meta_path, _OwnDistributions()])
+    calls = []
+    real = plugins._scan_with_importlib
+    monkeypatch.setattr(plugins, "_scan_with_importlib", lambda: calls.append(1) or real())
 
     g = plugins.GROUP
     for folder, content in (("bad_line-1.0.dist-info", f"[{g}]\nno equals sign here\nfine = builtins:id\n".encode()),
@@ -300,6 +323,7 @@ def test_unreadable_entry_points_are_reported_not_skipped(tmp_path, monkeypatch)
     assert "not name = value" in failed["bad_line-1.0.dist-info"]
     assert "not UTF-8" in failed["bad_text-1.0.dist-info"]
     assert "fine" in registry.loaded
+    assert bool(calls) is (hook == "own")
 
 
 def test_a_zip_on_sys_path_sends_the_scan_to_importlib(tmp_path, monkeypatch):

@@ -22,9 +22,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Protocol
 
+from geval_spec.files import ReadError, read_bytes
+
 GROUP = "geval_spec.plugins"
+MAX_ENTRY_POINTS_BYTES = 1 << 20  # an entry_points.txt is a few lines; a larger one is refused
 
 BUILTIN_CLIENTS = {
     "litellm": "geval_spec.judge.clients.litellm_client:LitellmClient",
@@ -165,10 +169,14 @@ def _scan() -> tuple[list[EntryPoint], Broken]:
             if name in seen:
                 continue
             seen.add(name)
-            try:
-                with open(os.path.join(entry or ".", child, "entry_points.txt"), "rb") as fh:
-                    raw = fh.read()
-            except OSError:
+            path = os.path.join(entry or ".", child, "entry_points.txt")
+            if not os.path.lexists(path):  # most distributions have none
+                continue
+            try:  # bounded and never blocking: a FIFO or a huge file planted on sys.path is reported, not read
+                raw = read_bytes(Path(path), "entry_points.txt", max_bytes=MAX_ENTRY_POINTS_BYTES)
+            except ReadError as exc:
+                if not os.path.isdir(path):  # (importlib skips a folder of that name too)
+                    broken.append((child, str(exc)))
                 continue
             if GROUP.encode() not in raw:
                 continue

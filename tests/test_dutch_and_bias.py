@@ -352,3 +352,24 @@ def test_an_entry_point_loads_module_attribute_paths():
     assert EntryPoint("x", "os:path..join").load() is __import__("os").path.join  # empty parts dropped, as importlib
     with pytest.raises(ValueError, match="not module:attribute"):
         EntryPoint("x", "not a value!").load()
+
+
+def test_a_fifo_or_a_huge_entry_points_file_is_reported_not_read(tmp_path, monkeypatch):
+    """An entry_points.txt planted on sys.path that is a FIFO (which would block a plain read forever) or larger
+    than 1 MiB is named in Registry.failed; the scan goes on."""
+    import os
+
+    from geval_spec import plugins
+
+    fifo = tmp_path / "fifo_plugin-1.0.dist-info"
+    fifo.mkdir()
+    os.mkfifo(fifo / "entry_points.txt")
+    huge = tmp_path / "huge_plugin-1.0.dist-info"
+    huge.mkdir()
+    (huge / "entry_points.txt").write_text(f"[{plugins.GROUP}]\n" + "# padding\n" * 120_000)
+    monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
+    found, broken = plugins._scan()
+    problems = dict(broken)
+    assert "not a regular file" in problems["fifo_plugin-1.0.dist-info"]
+    assert "too large" in problems["huge_plugin-1.0.dist-info"]
+    assert any(e.name == "nl" for e in found)

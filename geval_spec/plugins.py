@@ -122,13 +122,9 @@ _ENTRY_VALUE = re.compile(r"(?P<module>[\w.]+)\s*(:\s*(?P<attr>[\w.]+)\s*)?((?P<
 Broken = list[tuple[str, str]]  # (distribution folder, what is wrong with its entry points)
 
 
-def _entry_points() -> list[EntryPoint]:
-    """The installed entry points of GROUP, as ``importlib.metadata.entry_points(group=GROUP)`` finds them."""
-    return _scan()[0]
-
-
 def _scan() -> tuple[list[EntryPoint], Broken]:
-    """The installed entry points of GROUP, and the distributions whose entry points could not be read.
+    """The installed entry points of GROUP (as ``importlib.metadata.entry_points(group=GROUP)`` finds them), and
+    the distributions whose entry points could not be read.
 
     Read straight from the ``*.dist-info`` and ``*.egg-info`` folders on
     ``sys.path``, in importlib.metadata's order and with its reading of the
@@ -183,12 +179,22 @@ def _scan() -> tuple[list[EntryPoint], Broken]:
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
-                broken.append((child, f"entry_points.txt is not UTF-8 text ({exc.reason} at byte {exc.start})"))
+                broken.append((child, _not_utf8(exc)))
                 continue
-            entries_here, problems = _group_entries(text)
-            found.extend(entries_here)
-            broken.extend((child, problem) for problem in problems)
+            _collect(child, text, found, broken)
     return found, broken
+
+
+def _not_utf8(exc: UnicodeDecodeError) -> str:
+    return f"entry_points.txt is not UTF-8 text ({exc.reason} at byte {exc.start})"
+
+
+def _collect(folder: str, text: str | None, found: list[EntryPoint], broken: Broken) -> None:
+    """The GROUP entries of one distribution's entry_points.txt into ``found``, its bad lines into ``broken``."""
+    if text and GROUP in text:
+        entries, problems = _group_entries(text)
+        found.extend(entries)
+        broken.extend((folder, problem) for problem in problems)
 
 
 def _searches_sys_path(finder: Any) -> bool:
@@ -236,13 +242,9 @@ def _scan_with_importlib() -> tuple[list[EntryPoint], Broken]:
         try:
             text = dist.read_text("entry_points.txt")
         except UnicodeDecodeError as exc:
-            broken.append((folder, f"entry_points.txt is not UTF-8 text ({exc.reason} at byte {exc.start})"))
+            broken.append((folder, _not_utf8(exc)))
             continue
-        if not text or GROUP not in text:
-            continue
-        ours, problems = _group_entries(text)  # importlib's own reading raises on a line without "="
-        found.extend(ours)
-        broken.extend((folder, problem) for problem in problems)
+        _collect(folder, text, found, broken)  # (importlib's own reading raises on a line without "=")
     return found, broken
 
 

@@ -207,6 +207,10 @@ ensemble: mean
     assert "### Per judge" in md and "### Self-preference" in md and "> self-preference:" in md
 
 
+def _key(e):
+    return (e.name, e.value)
+
+
 def _fake_distributions(root):
     """Installed-looking folders on two sys.path entries: a distribution of the group installed twice (the first
     counts), one that only mentions the group, an egg-info, comments, names with dots and capitals, two
@@ -241,17 +245,14 @@ def test_plugin_entry_points_are_the_ones_importlib_finds(tmp_path, monkeypatch)
     _fake_distributions(tmp_path)
     monkeypatch.setattr(sys, "path", [str(tmp_path / "first"), str(tmp_path / "second"), *sys.path])
 
-    def key(e):
-        return (e.name, e.value)
-
-    ours = list(map(key, plugins._entry_points()))
-    theirs = list(map(key, entry_points(group=plugins.GROUP)))
+    ours = list(map(_key, plugins._scan()[0]))
+    theirs = list(map(_key, entry_points(group=plugins.GROUP)))
     assert ours == theirs  # in the same order: of two plugins with one name, the later one is set up last
     assert [v for n, v in ours if n == "dup"] == ["first_mod:setup"]
     assert {"nl", "old", "a", "b"} <= {n for n, _ in ours} and "c" not in {n for n, _ in ours}
     # the same through importlib (the route for a zip on sys.path)
-    assert list(map(key, plugins._scan_with_importlib()[0])) == theirs
-    code = ("import sys; from geval_spec import plugins; eps = plugins._entry_points(); "
+    assert list(map(_key, plugins._scan_with_importlib()[0])) == theirs
+    code = ("import sys; from geval_spec import plugins; eps = plugins._scan()[0]; "
             "assert 'importlib.metadata' not in sys.modules; print(sorted(e.name for e in eps))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "'nl'" in out
@@ -265,23 +266,18 @@ def test_the_scan_takes_path_objects_and_hands_odd_folders_to_importlib(tmp_path
     from geval_spec import plugins
 
     g = plugins.GROUP
-    for folder, name, target in (("a", "odd-plugin", "a_mod:setup"), ("b", "odd-plugin", "b_mod:setup")):
-        (tmp_path / folder).mkdir()
     info = tmp_path / "a" / "Odd_Plugin-1.0.DIST-INFO"
-    info.mkdir()
+    info.mkdir(parents=True)
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: other-name\nVersion: 1.0\n")
     (info / "entry_points.txt").write_text(f"[{g}]\nodd = a_mod:setup\n")
     info = tmp_path / "b" / "odd_plugin-1.0.dist-info"
-    info.mkdir()
+    info.mkdir(parents=True)
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: odd-plugin\nVersion: 1.0\n")
     (info / "entry_points.txt").write_text(f"[{g}]\nodd = b_mod:setup\n")
     monkeypatch.setattr(sys, "path", [tmp_path / "a", str(tmp_path / "b"), *sys.path])
 
-    def key(e):
-        return (e.name, e.value)
-
-    assert list(map(key, plugins._entry_points())) == list(map(key, entry_points(group=g)))
-    assert ("odd", "a_mod:setup") in map(key, plugins._entry_points())
+    assert list(map(_key, plugins._scan()[0])) == list(map(_key, entry_points(group=g)))
+    assert ("odd", "a_mod:setup") in map(_key, plugins._scan()[0])
 
 
 class _OwnDistributions:
@@ -338,7 +334,7 @@ def test_a_zip_on_sys_path_sends_the_scan_to_importlib(tmp_path, monkeypatch):
         z.writestr("zipped_plugin-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: zipped-plugin\nVersion: 1\n")
         z.writestr("zipped_plugin-1.0.dist-info/entry_points.txt", f"[{plugins.GROUP}]\nzipped = zmod:setup\n")
     monkeypatch.setattr(sys, "path", [str(archive), *sys.path])
-    found = {(e.name, e.value) for e in plugins._entry_points()}
+    found = {(e.name, e.value) for e in plugins._scan()[0]}
     assert ("zipped", "zmod:setup") in found
     assert found == {(e.name, e.value) for e in entry_points(group=plugins.GROUP)}
 

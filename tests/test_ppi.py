@@ -402,3 +402,14 @@ def test_order_of_cases_does_not_matter(data, rnd) -> None:
     order = list(range(len(y)))
     rnd.shuffle(order)
     assert_same_estimate(ppi_mean(y[order], f[order], f_tilde[::-1]), base)
+
+
+def test_judge_scores_spread_below_float_resolution_count_as_constant() -> None:
+    """Hypothesis found scores whose range is above 0 (1e-270) but whose variance underflows to 0: the tuned weight
+    divided by it. Such a judge is treated as constant, as one with no spread at all."""
+    y = np.zeros(10)
+    f = np.zeros(10)
+    f[-1] = 9.33158265e-270
+    got = ppi_mean(y, f, np.zeros(1))
+    same = ppi_mean(y, np.zeros(10), np.zeros(1))
+    assert got.value == same.value and got.std_error == same.std_error and got.reason == same.reason

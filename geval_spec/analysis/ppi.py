@@ -440,8 +440,10 @@ def _tuned_lambda(
         return None
     if big_n == 0:
         return 0.0
-    cov = float(np.mean((y - np.mean(y)) * (f_l - np.mean(f_l))))
     var_pooled = float(np.var(pooled, ddof=1))
+    if not var_pooled > 0:  # a spread below float resolution (scores of 1e-270) is as constant as none at all
+        return None
+    cov = float(np.mean((y - np.mean(y)) * (f_l - np.mean(f_l))))
     raw = cov / ((1 + n / big_n) * var_pooled)
     return min(max(raw, 0.0), 1.0)
 

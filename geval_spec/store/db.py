@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -41,6 +42,12 @@ from geval_spec.store.sql import dumps as _dumps
 from geval_spec.store.sql import loads as _loads
 
 DEFAULT_WAIT = 120.0  # seconds to wait for another process to let go of the file
+# DuckDB's words when a statement needs more memory than the session's limit (its OutOfMemoryException, or a
+# failed commit that says why)
+_OUT_OF_MEMORY = re.compile(r"could not allocate|failed to pin|out of memory", re.IGNORECASE)
+MEMORY_AMOUNT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|TB|KIB|MIB|GIB|TIB)\s*$", re.IGNORECASE)
+_UNIT = {"B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
+_MEMORY_CEILING = 64e9
 INSERT_CHUNK = 10_000  # rows per INSERT statement (see Store.insert)
 
 
@@ -68,6 +75,21 @@ def _duckdb() -> Any:
     import duckdb
 
     return duckdb
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    """Whether DuckDB refused ``exc``'s statement for want of memory (within the session's limit)."""
+    return type(exc).__name__ == "OutOfMemoryException" or bool(_OUT_OF_MEMORY.search(str(exc)))
+
+
+def more_memory(limit: str, exc: BaseException) -> str:
+    """Twice ``limit`` (a DuckDB memory setting such as ``128MB``), after ``exc`` said it was too little. Past
+    64 GB, ``exc`` is raised: a session needing that much is not short of a limit."""
+    found = MEMORY_AMOUNT.match(limit)
+    number = float(found.group(1)) * 2 if found else 0.0
+    if found is None or number * _UNIT[found.group(2).upper()] > _MEMORY_CEILING:
+        raise exc
+    return f"{number:g}{found.group(2)}"
 
 
 _RUN_COLUMNS = ("run_id", "kind", "spec_name", "spec_version", "spec_ref", "spec_file", "judging_fp", "analysis_fp",
@@ -102,6 +124,8 @@ class Store(JudgmentTables, BatchTable):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.con = _connect(self.path, wait)
+        self.wait = wait
+        self.memory_limit = memory_limit
         try:
             if memory_limit is not None:  # DuckDB's default is 80% of RAM; it spills to disk past a limit
                 self.con.execute(f"SET memory_limit = '{memory_limit}'")
@@ -163,6 +187,32 @@ class Store(JudgmentTables, BatchTable):
             self.transaction(lambda c: work(c, True))
 
     def transaction(self, work: Callable[[Any], None]) -> None:
+        """Run ``work(cursor)`` in a transaction.
+
+        A session opened with a memory limit can need more than it: DuckDB holds the key indexes a statement
+        touches in memory, and they grow with the store (BENCHMARKS.md: a store of 470,000 answers). Such a
+        transaction is not written; the file is connected to again with twice the limit (for the rest of the
+        session) and the transaction done again, until it fits: the run goes on, and takes the memory only when
+        the store needs it.
+        """
+        while True:
+            try:
+                self._transaction(work)
+                return
+            except Exception as exc:
+                if self.memory_limit is None or not out_of_memory(exc):
+                    raise
+                self.memory_limit = more_memory(self.memory_limit, exc)
+            # a commit that ran out of memory invalidates DuckDB's instance of the file (nothing of it was
+            # written): connect again, with the larger limit
+            try:
+                self.con.close()
+            except Exception:
+                pass
+            self.con = _connect(self.path, self.wait)
+            self.con.execute(f"SET memory_limit = '{self.memory_limit}'")
+
+    def _transaction(self, work: Callable[[Any], None]) -> None:
         c = self.con.cursor()
         try:
             c.execute("BEGIN")
@@ -357,7 +407,7 @@ class Store(JudgmentTables, BatchTable):
                                 "ORDER BY received_at", [wanted]).fetchall()
         return {h: e for h, e in rows}
 
-    def write_responses(self, records: Sequence[ResponseRecord], cursor: Any = None) -> int:
+    def write_responses(self, records: Sequence[ResponseRecord]) -> int:
         """Insert answers and failures in one transaction; the answers' key keeps a second answer out."""
         if not records:
             return 0
@@ -371,12 +421,7 @@ class Store(JudgmentTables, BatchTable):
             self.insert(c, "answers", answers, ignore=ignore)
             self.insert(c, "failures", failures, ignore=ignore)
 
-        if cursor is None:
-            self.insert_new(work)
-        else:
-            cursor.execute("BEGIN")
-            work(cursor)
-            cursor.execute("COMMIT")
+        self.insert_new(work)
         return len(records)
 
     def has_answers(self, models: Sequence[str]) -> bool:

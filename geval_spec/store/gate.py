@@ -8,12 +8,16 @@ and closes the file between batches: at most about one session per
 ``interval`` seconds, sooner when someone waits for an answer. Meanwhile
 ``report``, a second run or a plain DuckDB reader can open the file. Responses are in the run's journal before
 they reach the gate, so a kill loses nothing.
+
+Sessions run within a DuckDB memory limit (GEVAL_STORE_MEMORY). A store can
+outgrow it (DuckDB holds the key indexes a statement touches in memory): a
+session that runs out of memory is done again with twice the limit, and the
+run's later sessions keep it, rather than failing the run.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import threading
 import time
 from collections import deque
@@ -23,7 +27,7 @@ from typing import Any, Callable, TypeVar
 
 from geval_spec.errors import InputError, Problem, StoreError
 from geval_spec.judge.types import Judgment
-from geval_spec.store.db import Store
+from geval_spec.store.db import MEMORY_AMOUNT, Store, more_memory, out_of_memory
 from geval_spec.store.records import ResponseRecord
 
 T = TypeVar("T")
@@ -35,7 +39,6 @@ MAX_BATCH = 5000  # operations per session
 # key indexes and buffers) and, since the allocator keeps what it had, so did the run's RSS: about 2.7 KB per case
 # (BENCHMARKS.md). Past the limit DuckDB evicts or spills to disk.
 MEMORY_LIMIT = "128MB"  # (GEVAL_STORE_MEMORY)
-_MEMORY = re.compile(r"^\s*\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KIB|MIB|GIB|TIB)\s*$", re.IGNORECASE)
 
 
 def store_settings() -> tuple[float, str]:
@@ -51,7 +54,7 @@ def store_settings() -> tuple[float, str]:
         if not 0 <= interval <= 3600:
             raise InputError(problems=[Problem(
                 f"GEVAL_STORE_INTERVAL={interval_text!r} is not a number of seconds from 0 to 3600")])
-    if not _MEMORY.match(memory):
+    if not MEMORY_AMOUNT.match(memory):
         raise InputError(problems=[Problem(f"GEVAL_STORE_MEMORY={memory!r} is not an amount of memory",
                                            hint="for example 128MB or 1GB")])
     return interval, memory.strip()
@@ -158,23 +161,49 @@ class StoreGate:
 
     def _run(self, responses: list[ResponseRecord], judgments: dict[str, tuple[list[Judgment], dict[str, str]]],
              batch: list[tuple[Operation, Future[Any] | None]]) -> None:
+        ops = deque(batch)
         try:
-            with Store(self.path, recover=False, memory_limit=self.memory_limit) as store:
+            while True:
+                try:
+                    self._session(responses, judgments, ops)
+                    return
+                except BaseException as exc:
+                    if not out_of_memory(exc):
+                        raise
+                    # the store has grown past what the limit holds (its key indexes): this session is done again,
+                    # from where it stopped, and the run's later sessions too, with twice the limit
+                    self.memory_limit = more_memory(self.memory_limit, exc)
+        except BaseException as exc:  # surfaced to the run on its next put, call or close
+            self._error = exc
+            for _, future in ops:
+                if future is not None and not future.done():
+                    future.set_exception(StoreError(f"cannot use the results database: {exc}"))
+
+    def _session(self, responses: list[ResponseRecord], judgments: dict[str, tuple[list[Judgment], dict[str, str]]],
+                 ops: deque[tuple[Operation, Future[Any] | None]]) -> None:
+        """One session: the responses, the judgments, then the operations; each part is taken off its queue once
+        done, so that a session done again (see :meth:`_run`) goes on from where it stopped. (An operation that
+        ran out of memory midway is done again whole: the store's writes are keyed inserts and updates.)"""
+        with Store(self.path, recover=False, memory_limit=self.memory_limit) as store:
+            try:
                 store.write_responses(responses)
-                for run_id, (queued, keys) in judgments.items():
+                responses.clear()
+                while judgments:
+                    run_id, (queued, keys) = next(iter(judgments.items()))
                     store.save_judgments(run_id, queued, keys, replace_all=False)
-                for op, future in batch:  # last: an operation sees everything queued before it
+                    del judgments[run_id]
+                while ops:  # last: an operation sees everything queued before it
+                    op, future = ops[0]
                     try:
                         result = op(store)
                     except BaseException as exc:
-                        if future is None:
+                        if future is None or (store.memory_limit is not None and out_of_memory(exc)):
                             raise
                         future.set_exception(exc)
                     else:
                         if future is not None:
                             future.set_result(result)
-        except BaseException as exc:  # surfaced to the run on its next put, call or close
-            self._error = exc
-            for _, future in batch:
-                if future is not None and not future.done():
-                    future.set_exception(StoreError(f"cannot use the results database: {exc}"))
+                    ops.popleft()
+            finally:  # raised by one of its transactions: the later sessions start there
+                if store.memory_limit is not None:
+                    self.memory_limit = store.memory_limit

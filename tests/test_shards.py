@@ -52,3 +52,34 @@ def test_export_parquet_writes_the_run_s_tables(tmp_path):
         assert con.execute(f"SELECT count(*) FROM '{root / 'out' / 'judgments.parquet'}' WHERE valid").fetchone() == (6,)
         assert con.execute(f"SELECT count(*) FROM '{root / 'out' / 'responses.parquet'}' WHERE ok").fetchone() == (6,)
         assert cli("export", run_id, cwd=root).code == 2
+
+
+def test_shards_whose_cases_share_a_prompt_merge_into_the_run_made_in_one_go(tmp_path):
+    """Two cases in different shards render the same prompt (identical outputs are common in real data): each
+    shard asked it once; merging them once failed on the run's request key (exit 70)."""
+    import json
+
+    from geval_spec.runner.run import in_shard
+
+    with FakeOpenAI(ServerConfig()) as srv:
+        roots = [make_project(tmp_path / name, srv.base_url, n=20, client="openai-http") for name in ("one", "two")]
+        ids = [f"c{i:03d}" for i in range(20)]
+        a = next(i for i in range(20) if in_shard(ids[i], (1, 2)))
+        b = next(i for i in range(20) if in_shard(ids[i], (2, 2)))
+        for root in roots:
+            path = root / "specs" / "data" / "cases.jsonl"
+            rows = [json.loads(line) for line in path.read_text().splitlines()]
+            rows[b].update(src=rows[a]["src"], cand=rows[a]["cand"])
+            path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        whole, sharded = roots
+        one = cli("run", "demo", cwd=whole)
+        assert one.code == 0, one.err
+        for k in (1, 2):
+            assert cli("run", "demo", "--shard", f"{k}/2", "--db", f"shard{k}.duckdb", cwd=sharded).code == 0
+        merged = cli("merge", "shard1.duckdb", "shard2.duckdb", cwd=sharded)
+        assert merged.code == 0, merged.err
+        run_id = merged.out.strip().splitlines()[-1]
+        assert run_id == one.out.strip().splitlines()[-1]
+        for fmt in ("md", "json"):
+            assert cli("report", run_id, "--format", fmt, "--out", "-", "--exit-zero", cwd=whole).out == \
+                cli("report", run_id, "--format", fmt, "--out", "-", "--exit-zero", cwd=sharded).out, fmt

@@ -61,9 +61,7 @@ def merge(db: Path, sources: Sequence[Path]) -> Merged:
 def _combine(store: Store, runs: list[RunInfo]) -> str:
     parts = sorted(runs, key=lambda r: int(str(r.settings.shard).split("/")[0]))
     ids = [r.run_id for r in parts]
-    rows = store.con.execute("SELECT case_id FROM run_cases WHERE run_id IN (SELECT unnest(?::VARCHAR[])) "
-                             "ORDER BY position", [ids]).fetchall()
-    case_ids = [r[0] for r in rows]
+    case_ids = store.case_ids_of(ids)
     first = parts[0]
     run_id = run_id_for((first.spec_name, first.spec_version), first.judging_fp, first.analysis_fp, first.data_sha256,
                         [(j.label, j.model) for j in first.judges], case_ids)

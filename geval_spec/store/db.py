@@ -484,6 +484,12 @@ class Store(JudgmentTables, BatchTable):
             self.con.execute("DETACH shard")
         return runs
 
+    def case_ids_of(self, run_ids: Sequence[str]) -> list[str]:
+        """The case ids of runs (shards of one run), in the order of the data file."""
+        rows = self.con.execute(f"SELECT case_id FROM run_cases WHERE run_id {_IN} ORDER BY position",
+                                [list(run_ids)]).fetchall()
+        return [r[0] for r in rows]
+
     def combine(self, parts: Sequence[str], run_id: str, settings: RunSettings) -> None:
         """Make one run ``run_id`` of the runs ``parts`` (shards): their cases, requests and judgments."""
         first = parts[0]
@@ -498,7 +504,15 @@ class Store(JudgmentTables, BatchTable):
             for table in self.PER_RUN[1:]:
                 names = [row[1] for row in c.execute(f"PRAGMA table_info('{table}')").fetchall()]
                 select = ", ".join("?" if n == "run_id" else n for n in names)
-                c.execute(f"INSERT INTO {table} SELECT {select} FROM {table} WHERE run_id {_IN}", [run_id, list(parts)])
+                if table == "run_requests":
+                    # cases in two shards can render the same prompt (a request asked once per run): the first
+                    # shard's row stands, as the first case's does in a run made in one go
+                    for part in parts:
+                        c.execute(f"INSERT OR IGNORE INTO {table} SELECT {select} FROM {table} WHERE run_id = ? "
+                                  "ORDER BY position", [run_id, part])
+                else:
+                    c.execute(f"INSERT INTO {table} SELECT {select} FROM {table} WHERE run_id {_IN}",
+                              [run_id, list(parts)])
 
         self.transaction(work)
 

@@ -15,3 +15,9 @@ def dumps(value: Any) -> str | None:
 
 def loads(value: str | None) -> Any:
     return None if value is None else json.loads(value)
+
+
+# the runs table's columns but pid, in order
+RUN_COLUMNS = ("run_id", "kind", "spec_name", "spec_version", "spec_ref", "spec_file", "judging_fp", "analysis_fp",
+               "spec_json", "judges_json", "method", "data_path", "data_sha256", "tool_version", "git_commit",
+               "options_json", "source_file", "source_sha256", "started_at", "ended_at", "status", "error")

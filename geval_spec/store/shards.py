@@ -1,0 +1,102 @@
+"""The store's shards and exports: a part of :class:`~geval_spec.store.db.Store`.
+
+Mixed into the store class (which holds the connection and the transaction
+helpers): ``merge`` copies shard stores in and combines their runs into the
+run made in one go; ``export --parquet`` writes a run's tables.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+from geval_spec.errors import StoreError
+from geval_spec.store.records import RunSettings
+from geval_spec.store.sql import IN, RUN_COLUMNS, dumps
+
+
+class ShardTables:
+    """Merging shard stores and exporting runs (methods of :class:`~geval_spec.store.db.Store`)."""
+
+    con: Any
+
+    if TYPE_CHECKING:
+        def __init__(self, path: Path) -> None: ...
+
+        def close(self) -> None: ...
+
+        def transaction(self, work: Callable[[Any], None]) -> None: ...
+
+    SHARED = ("requests", "answers", "failures")  # keyed by request: the same rows in every store
+    PER_RUN = ("runs", "run_cases", "run_requests", "judgments", "verdicts", "findings")
+
+    def absorb(self, other: Path) -> list[str]:
+        """Copy every row of another store (a shard's) into this one; return the runs it held."""
+        if not other.is_file():
+            raise StoreError(f"no results database at {other}")
+        type(self)(other).close()  # bring it to this schema version and replay its journals first
+        quoted = str(other).replace("'", "''")
+        self.con.execute(f"ATTACH '{quoted}' AS shard (READ_ONLY)")
+        try:
+            runs = [r[0] for r in self.con.execute("SELECT run_id FROM shard.runs").fetchall()]
+
+            def work(c: Any) -> None:
+                for table in self.SHARED + self.PER_RUN:
+                    c.execute(f"INSERT OR IGNORE INTO {table} SELECT * FROM shard.{table}")
+
+            self.transaction(work)
+        finally:
+            self.con.execute("DETACH shard")
+        return runs
+
+    def case_ids_of(self, run_ids: Sequence[str]) -> list[str]:
+        """The case ids of runs (shards of one run), in the order of the data file."""
+        rows = self.con.execute(f"SELECT case_id FROM run_cases WHERE run_id {IN} ORDER BY position",
+                                [list(run_ids)]).fetchall()
+        return [r[0] for r in rows]
+
+    def combine(self, parts: Sequence[str], run_id: str, settings: RunSettings) -> None:
+        """Make one run ``run_id`` of the runs ``parts`` (shards): their cases, requests and judgments."""
+        first = parts[0]
+        columns = ", ".join(RUN_COLUMNS)
+        values = ", ".join("?" if c in ("run_id", "options_json", "status") else c for c in RUN_COLUMNS)
+
+        def work(c: Any) -> None:
+            for table in self.PER_RUN:
+                c.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id])
+            c.execute(f"INSERT INTO runs ({columns}, pid) SELECT {values}, pid FROM runs WHERE run_id = ?",
+                      [run_id, dumps(settings.to_json()), "completed", first])
+            for table in self.PER_RUN[1:]:
+                names = [row[1] for row in c.execute(f"PRAGMA table_info('{table}')").fetchall()]
+                select = ", ".join("?" if n == "run_id" else n for n in names)
+                if table == "run_requests":
+                    # cases in two shards can render the same prompt (a request asked once per run): the first
+                    # shard's row stands, as the first case's does in a run made in one go
+                    for part in parts:
+                        c.execute(f"INSERT OR IGNORE INTO {table} SELECT {select} FROM {table} WHERE run_id = ? "
+                                  "ORDER BY position", [run_id, part])
+                else:
+                    c.execute(f"INSERT INTO {table} SELECT {select} FROM {table} WHERE run_id {IN}",
+                              [run_id, list(parts)])
+
+        self.transaction(work)
+
+    def export_parquet(self, run_id: str, folder: Path) -> list[Path]:
+        """The run's cases, requests, responses, judgments and verdicts as Parquet files in ``folder``."""
+        folder.mkdir(parents=True, exist_ok=True)
+        queries = {
+            "cases": "SELECT * FROM run_cases WHERE run_id = $run ORDER BY position",
+            "requests": "SELECT rr.*, q.model, q.body_json, q.n FROM run_requests rr JOIN requests q "
+                        "ON q.request_hash = rr.request_hash WHERE rr.run_id = $run ORDER BY rr.position",
+            "responses": "SELECT r.* FROM responses r WHERE r.request_hash IN (SELECT request_hash FROM "
+                         "run_requests WHERE run_id = $run) ORDER BY r.request_hash, r.received_at",
+            "judgments": "SELECT * FROM judgments WHERE run_id = $run ORDER BY case_id, judge",
+            "verdicts": "SELECT * FROM verdicts WHERE run_id = $run ORDER BY case_id, judge, idx",
+        }
+        written = []
+        for name, query in queries.items():
+            target = folder / f"{name}.parquet"
+            quoted = str(target).replace("'", "''")
+            self.con.execute(f"COPY ({query}) TO '{quoted}' (FORMAT parquet)", {"run": run_id})
+            written.append(target)
+        return written

@@ -92,3 +92,41 @@ def test_readers_and_a_second_run_get_in_while_a_run_writes(tmp_path):
         with duckdb.connect(str(db), read_only=True) as con:
             done = con.execute("SELECT spec_name, status FROM runs ORDER BY started_at").fetchall()
         assert sorted(done[1:]) == [("demo", "completed"), ("other", "completed")]
+
+
+
+def test_a_stream_that_stops_while_a_chunk_is_being_planned_ends():
+    """The workers end (here on an error that stops the run, as an unreachable judge's does) while the planner waits
+    with the queue full: the producer, cancelled, must not wait for room in a queue nobody reads (a run against an
+    unreachable judge, stopped with Ctrl-C, hung there until kill -9)."""
+    import asyncio
+
+    import pytest
+
+    from geval_spec.runner.execute import Executor, Progress, Settings
+
+    class Route:
+        def pace(self):
+            return None
+
+    executor = Executor(Route(), "run_x", None, lambda record: None, Settings(concurrency=2), Progress())
+    planner_waits = asyncio.Event()
+
+    async def one(request):
+        await planner_waits.wait()  # answered once the planner is stuck with the queue full ...
+        raise RuntimeError("the judge cannot be reached")  # ... and the run stops
+
+    executor._one = one
+
+    async def feed():
+        for i in range(6):  # two in flight, four in the queue: full
+            yield f"r{i}"
+        planner_waits.set()
+        await asyncio.Event().wait()  # the next chunk's planning never ends (a store session being waited for)
+        yield "never"
+
+    async def main():
+        await asyncio.wait_for(executor.stream(feed(), lambda outcome: None), timeout=5)
+
+    with pytest.raises(RuntimeError, match="cannot be reached"):
+        asyncio.run(main())

@@ -340,9 +340,11 @@ class Executor:
                     await queue.put(request)
             except Exception as exc:  # the planner's error (a template, the data) ends the run
                 self._fail(exc)
-            finally:
-                for _ in range(workers):
-                    await queue.put(None)
+            # the workers end on these (or on the stop flags). Not in a `finally`: cancelled (once the workers
+            # have ended), the producer must not wait for room in a queue nobody reads (a run stopped with Ctrl-C
+            # while a chunk was being planned hung there)
+            for _ in range(workers):
+                await queue.put(None)
 
         async def work() -> None:
             while True:

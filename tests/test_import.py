@@ -93,3 +93,30 @@ def test_duplicate_case_lines(tmp_path):
     f = write_lines(tmp_path / "d.jsonl", [{"case_id": "c001", "score": 2}, {"case_id": "c001", "score": 3}])
     res = cli("import", "demo", str(f), cwd=root)
     assert res.code == 2 and "appears twice (first on line 1)" in res.err
+
+
+def test_importing_into_a_second_spec_alike_keeps_the_first_spec_s_run(tmp_path):
+    """Two specs that judge and analyse alike (a copy under another name, or a version that changed nothing
+    judged) once shared the import's run id, and importing into the second deleted the first one's run."""
+    root = make_project(tmp_path, "http://127.0.0.1:9/v1", n=6)
+    spec = (root / "specs" / "demo.yaml").read_text()
+    (root / "specs" / "copy.yaml").write_text(spec.replace("name: demo", "name: copy", 1))
+    lines = write_lines(tmp_path / "j.jsonl", [{"case_id": f"c{i:03d}", "score": 1 + i % 5} for i in range(6)])
+    first = cli("import", "demo", str(lines), cwd=root)
+    second = cli("import", "copy", str(lines), cwd=root)
+    assert first.code == 0 and second.code == 0, first.err + second.err
+    a, b = first.out.strip().splitlines()[-1], second.out.strip().splitlines()[-1]
+    assert a != b
+    assert stored(root, a)[1].spec_name == "demo" and stored(root, b)[1].spec_name == "copy"
+    assert cli("report", "demo", "--exit-zero", "--out", "-", cwd=root).code == 0
+
+
+def test_an_imported_run_stores_each_case_s_split(tmp_path):
+    """docs/results.md's case_results view gives each case's split; an import stored none (NULL for all)."""
+    root = make_project(tmp_path, "http://127.0.0.1:9/v1", n=20)
+    lines = write_lines(tmp_path / "j.jsonl", [{"case_id": f"c{i:03d}", "score": 1 + i % 5} for i in range(20)])
+    run_id = cli("import", "demo", str(lines), cwd=root).out.strip().splitlines()[-1]
+    with Store(root / ".geval" / "results.duckdb") as store:
+        splits = dict(store.con.execute("SELECT split, count(*) FROM case_results WHERE run_id = ? GROUP BY 1",
+                                        [run_id]).fetchall())
+    assert None not in splits and sum(splits.values()) == 20

@@ -40,6 +40,7 @@ from typing import Any, Mapping
 
 from geval_spec import __version__
 from geval_spec.dataset.cases import Dataset, read_cases
+from geval_spec.dataset.splits import assign_splits
 from geval_spec.errors import DataError, Problem
 from geval_spec.files import ReadError, lines, prepare_output, read_text
 from geval_spec.judge.outputs import as_int_score, verdicts_from_items
@@ -311,8 +312,11 @@ def import_judgments(parsed: ParsedSpec, path: Path, db: Path, judge: str | None
             if run.source_sha256 == lines.digest and run.labels == (label,) and run.status == "completed" \
                     and run.analysis_fp == parsed.analysis_fp and run.data_sha256 == dataset.sha256:
                 return result(run.run_id, True)
-        # the same import gives the same run id everywhere, so its reports are identical on every machine
-        run_id = "run_" + hashlib.sha256(f"{parsed.judging_fp}|{parsed.analysis_fp}|{dataset.sha256}|{lines.digest}|"
+        # the same import gives the same run id everywhere, so its reports are identical on every machine; the
+        # spec's name and version are part of it, as they are of a run's: two specs (or versions) that judge and
+        # analyse alike once shared an id, and importing into the second deleted the first one's run
+        run_id = "run_" + hashlib.sha256(f"{parsed.name}|{parsed.spec.version}|{parsed.judging_fp}|"
+                                         f"{parsed.analysis_fp}|{dataset.sha256}|{lines.digest}|"
                                          f"{label}".encode()).hexdigest()[:20]
         if store.get_run(run_id) is not None:
             store.delete_run(run_id)  # an earlier, interrupted import of the same file
@@ -323,7 +327,8 @@ def import_judgments(parsed: ParsedSpec, path: Path, db: Path, judge: str | None
                        data_sha256=dataset.sha256, tool_version=__version__, git_commit=parsed.source.commit(),
                        settings=RunSettings(cases=len(cases), missing=len(missing)), source_file=str(path),
                        source_sha256=lines.digest, status="running")
-        store.create_run(info, dataset.cases, [])  # missing cases stay part of the run's denominator
+        # missing cases stay part of the run's denominator; each case's split is stored, as a run's is
+        store.create_run(info, dataset.cases, [], splits=assign_splits(parsed.spec, dataset.cases))
         store.save_findings(run_id, precheck(parsed, dataset.cases))
         store.save_judgments(run_id, ordered)
         store.finish_run(run_id, "completed")

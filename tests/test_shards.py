@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -83,3 +84,18 @@ def test_shards_whose_cases_share_a_prompt_merge_into_the_run_made_in_one_go(tmp
         for fmt in ("md", "json"):
             assert cli("report", run_id, "--format", fmt, "--out", "-", "--exit-zero", cwd=whole).out == \
                 cli("report", run_id, "--format", fmt, "--out", "-", "--exit-zero", cwd=sharded).out, fmt
+
+
+def test_a_ref_means_the_merged_run_not_a_shard(tmp_path):
+    """After merge, the store holds the shards' runs too: `report REF` once reported the newest shard (part of the
+    cases). A store holding only shards says so."""
+    with FakeOpenAI(ServerConfig()) as srv:
+        root = make_project(tmp_path, srv.base_url, n=20, client="openai-http")
+        for k in (1, 2):
+            assert cli("run", "demo", "--shard", f"{k}/2", "--db", f"shard{k}.duckdb", cwd=root).code == 0
+        only = cli("report", "demo", "--db", "shard2.duckdb", "--out", "-", cwd=root)
+        assert only.code == 2 and "only shards of demo" in only.err and "geval-spec merge" in only.err
+        merged = cli("merge", "shard1.duckdb", "shard2.duckdb", cwd=root)
+        run_id = merged.out.strip().splitlines()[-1]
+        by_ref = cli("report", "demo", "--format", "json", "--out", "-", "--exit-zero", cwd=root).out
+        assert json.loads(by_ref)["run"]["id"] == run_id

@@ -2,7 +2,8 @@
 
 ``RUN`` (a run id) means that run, analysed with the settings stored with it.
 ``REF`` (a spec reference) means the newest completed run of that spec with
-the same judging fingerprint on the same data, analysed with the spec's
+the same judging fingerprint on the same data (a whole run: not one shard of
+it), analysed with the spec's
 *current* analysis settings: a change of aggregation, splits, bootstrap or
 calibration is recomputed from stored judgments without any judge call.
 """
@@ -73,9 +74,16 @@ def newest_run(store: Store, parsed: ParsedSpec, ref: str | None = None) -> RunI
     dataset_sha = file_sha256(parsed.data_path)
     runs = store.find_runs(spec_name=parsed.name, judging_fp=parsed.judging_fp, status="completed")
     same_data = [r for r in runs if r.data_sha256 == dataset_sha]
-    if same_data:
-        return same_data[0]
+    whole = [r for r in same_data if r.settings.shard is None]  # a shard holds part of the cases: merge them
+    if whole:
+        return whole[0]
     hint = f"make one: geval-spec run {ref or parsed.name}"
+    if same_data:
+        shards = ", ".join(sorted({str(r.settings.shard) for r in same_data}))
+        raise NoStoredRun(problems=[Problem(
+            f"only shards of {parsed.name} are stored here ({shards}): each holds part of the cases",
+            hint="merge the shards' stores into one (geval-spec merge DB...) and report the merged run, or "
+                 "name a shard's run id to report that shard alone")])
     if runs:
         raise NoStoredRun(problems=[Problem(
             f"the stored runs of {parsed.name} with this judging fingerprint used other data than "

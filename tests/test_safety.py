@@ -286,3 +286,19 @@ def test_the_case_folds_are_all_the_letters_beyond_ascii():
     assert {chr(cp) for cp in r._ASCII_FOLDS} == found
     for ch in found:
         assert re.fullmatch(f"(?i){r._ASCII_FOLDS[ord(ch)]}", ch)
+
+
+@pytest.mark.parametrize("label", ["a` <img src=x onerror=alert(1)> `b", "``<script>alert(1)</script>", "x`"])
+def test_a_judge_label_cannot_put_html_into_the_markdown_report(tmp_path, label):
+    """report.md goes into CI job summaries (rendered as Markdown): a backtick in a judge label once closed the code
+    span around it and let its HTML through."""
+    from markdown_it import MarkdownIt
+
+    root = make_project(tmp_path, "http://127.0.0.1:9/v1", n=6)
+    lines = tmp_path / "j.jsonl"
+    lines.write_text("".join(json.dumps({"case_id": f"c{i:03d}", "score": 1 + i % 5}) + "\n" for i in range(6)))
+    assert cli("import", "demo", str(lines), "--judge", label, cwd=root).code == 0
+    md = cli("report", "demo", "--out", "-", "--exit-zero", cwd=root).out
+    rendered = MarkdownIt("commonmark").render(md)
+    assert "<img" not in rendered and "<script" not in rendered
+    assert label.replace("<", "&lt;").replace(">", "&gt;") in rendered  # shown as written, inside a code span

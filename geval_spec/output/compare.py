@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from geval_spec.analysis.compare import AgreementDelta, Comparison, Delta, DeltaEntry
-from geval_spec.output.markdown import document, f3, md_escape, table
+from geval_spec.output.markdown import document, f3, md_code, md_escape, table
 
 
 def _d(e: Delta | AgreementDelta) -> str:
@@ -32,7 +32,8 @@ def to_markdown(c: Comparison) -> str:
     a, b, r, bs = c.a, c.b, c.regression, c.bootstrap
     lines = [f"# Compare: {md_escape(a.ref)} -> {md_escape(b.ref)}", ""]
     for label, side in (("A", a), ("B", b)):
-        lines.append(f"- {label}: `{side.run}`, {side.spec} v{side.version} (`{side.file}`), judging "
+        lines.append(f"- {label}: {md_code(side.run)}, {md_escape(side.spec)} v{side.version} "
+                     f"({md_code(side.file)}), judging "
                      f"`{side.judging_fingerprint[:10]}`, analysis `{side.analysis_fingerprint[:10]}`")
     lines += [f"- change: **{c.change.klass}** ({c.change.meaning})",
               f"- {c.cases} cases in both runs; B's splits, groups and bootstrap ({bs.draws} draws of "
@@ -65,7 +66,7 @@ def to_markdown(c: Comparison) -> str:
     lines += ["## Validity", "", f"A {f3(v.a)}, B {f3(v.b)} ({diff}); "
               f"{v.newly_invalid} case(s) newly invalid, {v.newly_valid} newly valid.", ""]
     if v.newly_invalid_cases:
-        lines += ["Newly invalid: " + ", ".join(f"`{md_escape(x)}`" for x in v.newly_invalid_cases), ""]
+        lines += ["Newly invalid: " + ", ".join(md_code(x) for x in v.newly_invalid_cases), ""]
     if c.moved:
         lines += ["## Cases that moved most", "", "Scores on a 0..1 scale.", ""] + table(
             ["case", "split", "A:", "B:", "shift:", "human:"],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import re
 from typing import Any, Sequence
 
 from geval_spec.analysis.results import Interval, SweepTest
@@ -14,6 +15,17 @@ def md_escape(text: Any) -> str:
     for ch in ("\\", "|", "`", "*", "_", "[", "]"):
         s = s.replace(ch, "\\" + ch)
     return s.replace("\n", " ")
+
+
+def md_code(text: Any) -> str:
+    """``text`` as a Markdown code span it cannot leave: a fence one backtick longer than any run of backticks in
+    it (a judge label or file name with a backtick once closed the span and let HTML through). Inside a code span
+    CommonMark shows HTML and escapes as written; line breaks become spaces."""
+    s = str(text).replace("\r", " ").replace("\n", " ")
+    runs = [len(m) for m in re.findall(r"`+", s)]
+    fence = "`" * (max(runs, default=0) + 1)
+    pad = " " if s.startswith(("`", " ")) or s.endswith(("`", " ")) or not s else ""
+    return f"{fence}{pad}{s}{pad}{fence}"
 
 
 def table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 from geval_spec.analysis.results import Calibration, Compression, Diagnostics, LengthTooFew, SampleSize, SweepBlock
 from geval_spec.output.estimate import estimate_markdown
-from geval_spec.output.markdown import document, est_md, f3, md_escape, table
+from geval_spec.output.markdown import document, est_md, f3, md_code, md_escape, table
 
 
 def _header(r: Calibration) -> list[str]:
     spec, run, b = r.spec, r.run, r.bootstrap
     judge = run.judge if isinstance(run.judge, str) else ", ".join(run.judge)
     lines = [f"# {spec.name} v{spec.version}: calibration report", "",
-             f"- spec: `{spec.file}`, judging fingerprint `{spec.fingerprint[:10]}`, "
+             f"- spec: {md_code(spec.file)}, judging fingerprint `{spec.fingerprint[:10]}`, "
              f"analysis fingerprint `{spec.analysis_fingerprint[:10]}`",
-             f"- run: `{run.id}` ({run.kind}), judge `{judge}`, method {run.method}"
+             f"- run: {md_code(run.id)} ({run.kind}), judge {md_code(judge)}, method {run.method}"
              + (f", temperature {run.temperature}" if run.temperature is not None else ""),
-             f"- data: `{run.data}` (sha256 `{(run.data_sha256 or '')[:12]}`)",
+             f"- data: {md_code(run.data)} (sha256 `{(run.data_sha256 or '')[:12]}`)",
              f"- bootstrap: {b.draws} draws of {b.unit}s, seed {b.seed}, {b.level:.0%} percentile intervals", ""]
     for w in r.warnings:
         lines += [f"> warning: {md_escape(w)}", ""]

@@ -19,9 +19,11 @@ with a suffix: ``64M``, ``2G``):
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import stat
+import tempfile
 from pathlib import Path
 from typing import Iterator
 
@@ -240,8 +242,36 @@ def prepare_output(path: Path, what: str = "output") -> Path:
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file renamed into place (folders are created)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    """Write ``text`` to ``path`` through a temporary file renamed into place (folders are created).
+
+    The temporary file has a short name of its own in the same folder (a fixed ``<name>.tmp`` was too long for
+    a name near the file system's limit, was blocked by a folder of that name, and was shared by two writers of
+    one report), and gets the mode a new file would have. A write that fails is an InputError naming the path.
+    """
+    tmp: str | None = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".geval-", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(tmp, _new_file_mode())
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as exc:
+        reason = "the file name is too long" if exc.errno == 36 else (exc.strerror or str(exc))
+        raise InputError(problems=[Problem(f"cannot write {path}: {reason}", file=str(path))]) from None
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
+@functools.cache
+def _new_file_mode() -> int:
+    """The mode ``open()`` gives a new file under the process's umask (mkstemp's files are private); read once,
+    since reading the umask sets it for a moment."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask

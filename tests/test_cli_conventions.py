@@ -169,3 +169,24 @@ def test_model_supplies_the_judge_of_a_spec_that_has_none(tmp_path):
         assert srv.state.total == 6 and all(b["top_logprobs"] == 20 for b in srv.state.bodies)
         assert "judge(s) openai/judge-small" in cli("run", "demo", "--model", "openai/judge-small", "--dry-run",
                                                     cwd=root).out
+
+
+def test_writes_that_fail_exit_2_naming_the_file_and_the_rest_write(tmp_path):
+    """A report written through a fixed `<name>.tmp` failed with exit 70 for a name near the file system's limit
+    (253 characters and `.tmp`), or a folder of that name; a target that cannot take a rename (/proc) did too."""
+    from geval_spec.errors import InputError
+    from geval_spec.files import write_atomic
+
+    long_name = tmp_path / ("r" * 250 + ".md")
+    write_atomic(long_name, "# report\n")
+    assert long_name.read_text() == "# report\n"
+    assert oct(long_name.stat().st_mode & 0o777) != oct(0o600)  # the mode of a new file, not mkstemp's
+    (tmp_path / "report.md.tmp").mkdir()
+    write_atomic(tmp_path / "report.md", "x\n")
+    assert (tmp_path / "report.md").read_text() == "x\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([long_name.name, "report.md", "report.md.tmp"])
+    with pytest.raises(InputError) as caught:
+        write_atomic(Path("/proc/version"), "x\n")
+    assert "cannot write /proc/version" in str(caught.value.problems[0].message)
+    res = run_cli("audit", "summeval-consistency", "--out", "/proc/version")
+    assert res.code == 2 and "/proc/version" in res.err and "Traceback" not in res.err

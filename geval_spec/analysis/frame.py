@@ -118,7 +118,7 @@ class Frame:
 def to_unit(values: Array, scale: tuple[float, float]) -> Array:
     """Values on ``scale`` mapped onto 0..1."""
     lo, hi = scale
-    out: Array = (values - lo) / (hi - lo) if hi > lo else values
+    out: Array = (values - lo) / (hi - lo) if hi > lo else np.where(np.isnan(values), np.nan, 0.5)
     return out
 
 
@@ -249,6 +249,23 @@ def _cases_of(source: Source, run_case_ids: Sequence[str], dataset: Dataset) -> 
     return [by_id[c] for c in run_case_ids if c in by_id], notes
 
 
+def _human_scale(spec: Spec, human: Array, scale: tuple[float, float], notes: list[str]) -> tuple[float, float]:
+    """``data.human_scale``, else the labels' range; when every label is the same (no range), the judge's scale
+    if it holds that value, else one unit around it (a note says so): mapped onto 0..1 raw values were kept."""
+    if spec.data.human_scale is not None:
+        return (spec.data.human_scale.min, spec.data.human_scale.max)
+    finite = human[~np.isnan(human)]
+    if not finite.size:
+        return (0.0, 1.0)
+    lo, hi = float(finite.min()), float(finite.max())
+    if hi > lo:
+        return (lo, hi)
+    fallback = scale if scale[0] <= lo <= scale[1] else (lo - 0.5, hi + 0.5)
+    notes.append(f"every human score is {lo:g} and data.human_scale is not set: human scores are placed on "
+                 f"{fallback[0]:g}..{fallback[1]:g}; set data.human_scale to say which scale they are on")
+    return fallback
+
+
 def build_frame(source: Source, run_case_ids: Sequence[str], judgments: Sequence[Judgment],
                 temperature: float | None = None, dataset: Dataset | None = None,
                 findings: Findings | None = None) -> Frame:
@@ -280,11 +297,7 @@ def build_frame(source: Source, run_case_ids: Sequence[str], judgments: Sequence
     texts = tuple(c.fields.get(spec.candidate_field, "") for c in cases)
     scale = (float(spec.rubric.scale.min), float(spec.rubric.scale.max)) \
         if spec.rubric is not None and method != "verdicts" else (0.0, 1.0)
-    if spec.data.human_scale is not None:
-        hscale = (spec.data.human_scale.min, spec.data.human_scale.max)
-    else:
-        finite = human[~np.isnan(human)]
-        hscale = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+    hscale = _human_scale(spec, human, scale, notes)
     return Frame(
         ids=tuple(c.id for c in cases), groups=tuple(c.group for c in cases),
         systems=tuple(c.system for c in cases), categories=tuple(c.category for c in cases),

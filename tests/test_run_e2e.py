@@ -312,3 +312,41 @@ def test_a_repeated_prompt_falling_back_is_sent_once_on_the_fallback_too(tmp_pat
         js = judgments(root, last_line(res.out))
         assert len(js) == 8 and js["c005"].samples == js["c000"].samples
         assert srv.state.total == 7 + 7  # 7 distinct prompts, each asked once for logprobs and once for samples
+
+
+def test_case_results_gives_the_judge_s_reasoning_also_in_a_store_with_the_older_view(tmp_path, server):
+    """docs/results.md: case_results holds the judge's reasoning where the output contract has one. The view read
+    it from the judgment's details, which do not keep it: NULL for every case. A store made before reads the new
+    view too (views are replaced when their definition changes)."""
+    root = make_project(tmp_path, server.base_url, n=6, method="direct", client="openai-http")
+    res = cli("run", "demo", cwd=root)
+    assert res.code in (0, 1), res.err
+    run_id = last_line(res.out)
+    db = root / ".geval" / "results.duckdb"
+
+    def reasons():
+        with Store(db) as store:
+            return store.con.execute("SELECT case_id, reasoning FROM case_results WHERE run_id = ? AND valid "
+                                     "ORDER BY position", [run_id]).fetchall()
+
+    rows = reasons()
+    assert len(rows) == 6 and all(isinstance(r, str) and r for _, r in rows)
+    with Store(db) as store:  # as a store made by the previous release: its view, no record of it
+        store.con.execute("CREATE OR REPLACE VIEW case_results AS SELECT c.run_id, c.case_id, c.position, "
+                          "j.valid, NULL AS reasoning FROM run_cases c JOIN judgments j USING (run_id, case_id)")
+        store.con.execute("DELETE FROM meta WHERE key = 'views'")
+    assert reasons() == rows
+
+
+def test_every_query_in_docs_results_runs_on_a_run_s_store(tmp_path, server):
+    """The documented queries once compared scales that differ and named a case no example has."""
+    root = make_project(tmp_path, server.base_url, n=6, client="openai-http")
+    run_id = last_line(cli("run", "demo", cwd=root).out)
+    text = (Path(__file__).resolve().parent.parent / "docs" / "results.md").read_text()
+    blocks = [b.split("```", 1)[0] for b in text.split("```sql")[1:]]
+    statements = [s for b in blocks for s in b.split(";") if s.strip()]
+    assert len(statements) >= 5
+    with Store(root / ".geval" / "results.duckdb") as store:
+        for sql in statements:
+            rows = store.con.execute(sql.replace("run_...", run_id).replace("CASE_ID", "c000")).fetchall()
+            assert rows or "NOT valid" in sql, sql  # (every case of this run is valid)

@@ -35,7 +35,7 @@ from geval_spec.store.batches import BatchTable
 from geval_spec.store.journal import Journal, abandoned, read_journal
 from geval_spec.store.records import ResponseRecord, RunInfo, RunJudge, RunKind, RunSettings, RunStatus, Usage, now
 from geval_spec.store.judgments import JudgmentTables
-from geval_spec.store.schema import SCHEMA_VERSION, create_or_migrate
+from geval_spec.store.schema import SCHEMA_VERSION, create_or_migrate, replace_views, views_current
 from geval_spec.store.shards import ShardTables
 from geval_spec.store.sql import IN as _IN
 from geval_spec.store.sql import RUN_COLUMNS as _RUN_COLUMNS
@@ -236,6 +236,8 @@ class Store(JudgmentTables, BatchTable, ShardTables):
                              f"this one knows {SCHEMA_VERSION}); upgrade geval-spec")
         if found != SCHEMA_VERSION:
             create_or_migrate(c, found)
+        elif not views_current(c):
+            replace_views(c)
 
     @property
     def journal_dir(self) -> Path:

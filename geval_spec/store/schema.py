@@ -13,6 +13,7 @@ opens one.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 SCHEMA_VERSION = 2
@@ -72,7 +73,11 @@ CREATE OR REPLACE VIEW responses AS
 CREATE OR REPLACE VIEW case_results AS
   SELECT c.run_id, c.case_id, c.position, c.split, c.group_id, c.system_id, c.category,
          c.human_json AS human, j.judge, j.method, j.score, j.valid, j.reason AS invalid_reason,
-         json_extract_string(j.details_json, '$.reasoning') AS reasoning
+         (SELECT json_extract_string(json_extract_string(a.body_json, '$.choices[0].message.content'),
+                                     '$.reasoning')
+          FROM run_requests rr JOIN answers a ON a.request_hash = rr.request_hash
+          WHERE rr.run_id = c.run_id AND rr.case_id = c.case_id AND rr.judge = j.judge
+          ORDER BY rr.position LIMIT 1) AS reasoning
   FROM run_cases c LEFT JOIN judgments j ON j.run_id = c.run_id AND j.case_id = c.case_id;
 CREATE OR REPLACE VIEW run_summary AS
   SELECT r.run_id, r.spec_name, r.spec_version, r.kind, r.status, r.started_at, r.ended_at,
@@ -84,8 +89,25 @@ CREATE OR REPLACE VIEW run_summary AS
 """
 
 
+VIEWS_DIGEST = hashlib.sha256(VIEWS.encode("utf-8")).hexdigest()[:16]
+
+
 def _statements(sql: str) -> list[str]:
     return [stmt for stmt in sql.split(";") if stmt.strip()]
+
+
+def views_current(con: Any) -> bool:
+    """Whether the file's views are the ones VIEWS defines (a view can change without a schema version)."""
+    row = con.execute("SELECT value FROM meta WHERE key = 'views'").fetchone()
+    return row is not None and row[0] == VIEWS_DIGEST
+
+
+def replace_views(con: Any) -> None:
+    con.execute("BEGIN")
+    for stmt in _statements(VIEWS):
+        con.execute(stmt)
+    con.execute("INSERT OR REPLACE INTO meta VALUES ('views', ?)", [VIEWS_DIGEST])
+    con.execute("COMMIT")
 
 
 def create_or_migrate(con: Any, found: int | None) -> None:
@@ -101,6 +123,7 @@ def create_or_migrate(con: Any, found: int | None) -> None:
     for stmt in _statements(VIEWS):
         con.execute(stmt)
     con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
+    con.execute("INSERT OR REPLACE INTO meta VALUES ('views', ?)", [VIEWS_DIGEST])
     con.execute("COMMIT")
 
 

@@ -120,3 +120,20 @@ def test_an_imported_run_stores_each_case_s_split(tmp_path):
         splits = dict(store.con.execute("SELECT split, count(*) FROM case_results WHERE run_id = ? GROUP BY 1",
                                         [run_id]).fetchall())
     assert None not in splits and sum(splits.values()) == 20
+
+
+def test_scores_imported_for_a_verdicts_spec_say_that_temperature_and_sweep_cannot_reaggregate(tmp_path):
+    """A verdicts spec takes score lines in 0..1; --temperature then changed nothing without a word, and sweep showed
+    'dev n 0' at every temperature with exit 0."""
+    from import_helpers import import_scores, write_project
+
+    rows = [{"id": f"c{i}", "doc": f"d{i}", "human": (i % 5) / 4, "split": "dev" if i % 2 else "test"}
+            for i in range(20)]
+    write_project(tmp_path, rows, "split: {field: split}\nbootstrap: {draws: 100, seed: 1}\n",
+                  method="verdicts")
+    import_scores(tmp_path, {f"c{i}": ((i * 3) % 5) / 4 for i in range(20)}, "j")
+    res = cli("report", "p", "--temperature", "0.1", "--out", "-", "--exit-zero", cwd=tmp_path)
+    assert res.code == 0 and "--temperature 0.1 changes nothing here" in res.out
+    assert "changes nothing" not in cli("report", "p", "--out", "-", "--exit-zero", cwd=tmp_path).out
+    sweep = cli("sweep", "p", "--out", "-", cwd=tmp_path)
+    assert sweep.code == 2 and "stores scores, not verdicts" in sweep.err

@@ -144,5 +144,10 @@ def sweep_report(loaded: Loaded) -> SweepReport:
         raise InputError(problems=[Problem(f"sweep chooses the temperature on the dev split; {spec.name} "
                                            "defines no splits",
                                            hint="add split: {by: group, fractions: {dev: 0.5, test: 0.5}}")])
+    if all(j.verdicts is None for j in loaded.judgments):
+        raise InputError(problems=[Problem(
+            f"run {loaded.run.run_id} stores scores, not verdicts (an import of score lines): there are no "
+            "verdicts to re-aggregate at other temperatures",
+            hint="import the verdicts themselves (one 'verdicts' line per case), or run the spec")])
     block = sweep(loaded.source, loaded.case_ids, loaded.judgments, findings=loaded.findings)
     return SweepReport(spec=spec.name, run=loaded.run.run_id, **dict(block))

@@ -37,6 +37,10 @@ def _unwrap(ann: Any) -> Any:
 def _tagged_members(ann: Any) -> dict[str, Any]:
     """For a tagged union (Annotated[Union[Annotated[X, Tag(t)], ...], Discriminator]), map tag -> X."""
     members: dict[str, Any] = {}
+    if typing.get_origin(ann) in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        args = [a for a in typing.get_args(ann) if a is not type(None)]
+        if len(args) == 1:  # Optional[...] around the tagged union (an optional section such as split)
+            ann = args[0]
     if typing.get_origin(ann) is typing.Annotated:
         ann = typing.get_args(ann)[0]
     if typing.get_origin(ann) is not typing.Union:
@@ -91,7 +95,11 @@ def _walk(loc: tuple[Any, ...]) -> tuple[Path, Any, bool]:
             clean.append(el)
             ann = typing.get_args(ann)[1]
         elif origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
-            # smart-mode union: pydantic adds the member's name; skip it
+            # smart-mode union: pydantic adds the member's name; skip it, and go on inside that member (without
+            # it, a key inside a member was reported as the union's own key: "unknown key 'split'")
+            members = {getattr(m, "__name__", None): m for m in typing.get_args(ann)}
+            if el in members:
+                ann = members[el]
             continue
         else:
             clean.append(el)

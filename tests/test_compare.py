@@ -175,3 +175,23 @@ def test_compare_verdicts_better_worse_inconclusive_and_rule_strict(two_imports,
     assert "Only this decides: spearman at dataset level on test. The other intervals below are descriptive." in md
     line = cli("compare", bad, good, "--db", str(db), "--out", str(tmp_path / "c.md")).out.splitlines()[1]
     assert line.startswith("better, rule default: B is better")
+
+
+def test_a_change_of_the_human_labels_is_named_in_the_comparison(tmp_path):
+    """compare scores both sides against B's labels; after data.human changed, A's column silently showed A's
+    judge against B's labels ('no change' while A's own gate passed and B's failed). It now says so."""
+    import subprocess
+
+    from import_helpers import import_scores, write_project
+
+    rows = [{"id": c, "doc": f"d{i}", "human": i + 1, "h2": 5 - i} for i, c in enumerate("abcde")]
+    write_project(tmp_path, rows, "calibration: {split: all, threshold: 0.5}\nbootstrap: {draws: 100, seed: 1}\n")
+    import_scores(tmp_path, {c: i + 1 for i, c in enumerate("abcde")}, "j")
+    git = ["git", "-c", "user.email=a@b", "-c", "user.name=t"]
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    subprocess.run(git + ["add", "-A"], cwd=tmp_path, check=True)
+    subprocess.run(git + ["commit", "-qm", "v1"], cwd=tmp_path, check=True)
+    spec = tmp_path / "specs" / "p.yaml"
+    spec.write_text(spec.read_text().replace("  human: human\n", "  human: h2\n"))
+    res = cli("compare", "p@HEAD", "p", "--out", "-", cwd=tmp_path)
+    assert "the human scores differ between A and B on 4 of the 5 common cases" in res.out

@@ -245,10 +245,25 @@ def _warnings(a: Loaded, b: Loaded, fa: Frame, fb: Frame, al: Aligned) -> list[s
         out.append(f"A's scores are on {fa.scale}, B's on {fb.scale}: correlations compare, raw scores do not")
     if a.source.spec.split != b.source.spec.split:
         out.append("A and B define splits differently; B's splits are used for both")
+    relabelled = _relabelled(fa, fb, al.ids)
+    if relabelled:
+        out.append(f"the human scores differ between A and B on {relabelled} of the {len(al.ids)} common cases "
+                   "(data.human or the data changed): both sides are scored against B's; A's own report, against "
+                   "its own, can differ")
     resampling = case_resampling_warning(b.source.spec, al.frame.groups)
     if resampling:
         out.append(resampling)
     return out
+
+
+def _relabelled(fa: Frame, fb: Frame, ids: list[str]) -> int:
+    """How many of the common cases have other human scores in A than in B (a label gained or lost counts)."""
+    index_a = {cid: i for i, cid in enumerate(fa.ids)}
+    index_b = {cid: i for i, cid in enumerate(fb.ids)}
+    ha = np.asarray(fa.human)[[index_a[c] for c in ids]]
+    hb = np.asarray(fb.human)[[index_b[c] for c in ids]]
+    same = (ha == hb) | (np.isnan(ha) & np.isnan(hb))
+    return int((~same).sum())
 
 
 def _correlations(al: Aligned, spec: Spec) -> dict[str, dict[str, DeltaEntry]]:

@@ -249,6 +249,8 @@ def test_pass_mark_summary_is_reported(tmp_path):
     assert abs(pm["overall"]["accuracy_when_valid"] - pm["overall"]["accuracy"] / pm["overall"]["validity"]) < 1e-3
     md = cli("report", "summeval-consistency", "--out", "-", "--db", db, cwd=tmp_path).out
     assert "### Accuracy at the pass mark" in md
+    section = md.split("### Accuracy at the pass mark", 1)[1].split("###", 1)[0]
+    assert section.count("| all |") == 1  # (no data.category: the overall row was listed twice)
 
 
 def test_sweep_leakage_chosen_temperature_is_measured_on_test_when_the_gate_is_on_all(tmp_path):

@@ -220,7 +220,7 @@ def schema(fmt: Literal["json", "markdown"] = typer.Option("json", "--format",
     \b
     Exit codes:
       0    printed
-      141  the reader closed the pipe first (geval-spec schema | head -1)
+      141  the reader closed the pipe before the schema was written (| head)
     """
     from geval_spec.spec.jsonschema import reference_markdown, schema_text
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from geval_spec.analysis.results import Calibration, Compression, Diagnostics, LengthTooFew, SampleSize, SweepBlock
+from geval_spec.analysis.results import Accuracy, Calibration, Compression, Diagnostics, LengthTooFew, SampleSize, SweepBlock
 from geval_spec.output.estimate import estimate_markdown
 from geval_spec.output.markdown import document, est_md, f3, md_code, md_escape, table
 
@@ -20,6 +20,11 @@ def _header(r: Calibration) -> list[str]:
     for w in r.warnings:
         lines += [f"> warning: {md_escape(w)}", ""]
     return lines
+
+
+def _categories(by_name: dict[str, Accuracy]) -> list[tuple[str, Accuracy]]:
+    """The categories' rows; none without data.category (its one category, "all", is the overall row again)."""
+    return [] if list(by_name) == ["all"] else list(by_name.items())
 
 
 RULE_TEXT = {"point": "the value is compared", "lower_bound": "the interval's lower end is compared"}
@@ -169,7 +174,7 @@ def _checks(d: Diagnostics) -> list[str]:
                   f"A case is correct when judge and human differ by at most {pm.pass_mark} on a 0..1 scale.", ""]
         lines += table(["category", "n:", "validity:", "accuracy:", "accuracy when valid:"],
                        [[md_escape(name), m.n, f3(m.validity), f3(m.accuracy), f3(m.accuracy_when_valid)]
-                        for name, m in [("all", pm.overall), *pm.categories.items()]])
+                        for name, m in [("all", pm.overall), *_categories(pm.categories)]])
         lines += ["", f"Mean accuracy over categories: {f3(pm.macro_category_accuracy)}.", ""]
     return lines
 

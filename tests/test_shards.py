@@ -99,3 +99,45 @@ def test_a_ref_means_the_merged_run_not_a_shard(tmp_path):
         run_id = merged.out.strip().splitlines()[-1]
         by_ref = cli("report", "demo", "--format", "json", "--out", "-", "--exit-zero", cwd=root).out
         assert json.loads(by_ref)["run"]["id"] == run_id
+
+
+def test_a_shard_merged_while_incomplete_merges_once_it_is_finished(tmp_path):
+    """A shard interrupted (or still running), merged, then resumed and finished: the first copy's status and rows
+    stayed in the merged store, and the set never merged (exit 2 for good)."""
+    from geval_spec.store.db import Store
+
+    with FakeOpenAI(ServerConfig()) as srv:
+        root = make_project(tmp_path, srv.base_url, n=20, client="openai-http")
+        for k in (1, 2):
+            assert cli("run", "demo", "--shard", f"{k}/2", "--db", f"s{k}.duckdb", cwd=root).code == 0
+        with Store(root / "s1.duckdb") as store:
+            store.con.execute("UPDATE runs SET status = 'interrupted'")
+            store.con.execute("DELETE FROM judgments WHERE case_id IN (SELECT min(case_id) FROM judgments)")
+        first = cli("merge", "s1.duckdb", "s2.duckdb", cwd=root)
+        assert first.code == 2 and "1/2 missing or not completed" in first.err
+        with Store(root / "s1.duckdb") as store:
+            store.con.execute("UPDATE runs SET status = 'completed'")
+        assert cli("run", "demo", "--shard", "1/2", "--db", "s1.duckdb", cwd=root).code == 0  # finishes it
+        second = cli("merge", "s1.duckdb", "s2.duckdb", cwd=root)
+        assert second.code == 0, second.err
+        run_id = second.out.strip().splitlines()[-1]
+        report = json.loads(cli("report", run_id, "--format", "json", "--out", "-", "--exit-zero", cwd=root).out)
+        assert report["cases"]["n"] == 20 and report["cases"]["missing"] == 0 and report["cases"]["valid"] == 20
+
+
+def test_shards_made_with_other_case_options_are_not_combined(tmp_path):
+    """Shards of --split dev and --split test were combined into a run no unsharded run looks like; shards with and
+    without --limit failed on a duplicate key (exit 70)."""
+    with FakeOpenAI(ServerConfig()) as srv:
+        root = make_project(tmp_path, srv.base_url, n=30, client="openai-http")
+        assert cli("run", "demo", "--shard", "1/2", "--split", "dev", "--db", "a.duckdb", cwd=root).code == 0
+        assert cli("run", "demo", "--shard", "2/2", "--split", "test", "--db", "b.duckdb", cwd=root).code == 0
+        mixed = cli("merge", "a.duckdb", "b.duckdb", "--db", "m.duckdb", cwd=root)
+        assert mixed.code == 2 and "missing or not completed" in mixed.err
+        assert cli("run", "demo", "--shard", "1/2", "--db", "c.duckdb", cwd=root).code == 0
+        assert cli("run", "demo", "--shard", "1/2", "--limit", "10", "--db", "d.duckdb", cwd=root).code == 0
+        assert cli("run", "demo", "--shard", "2/2", "--db", "e.duckdb", cwd=root).code == 0
+        limited = cli("merge", "c.duckdb", "d.duckdb", "e.duckdb", "--db", "n.duckdb", cwd=root)
+        assert limited.code == 2 and "Traceback" not in limited.err  # the --limit set lacks its 2/2
+        whole = cli("run", "demo", cwd=root).out.strip().splitlines()[-1]
+        assert whole in limited.out  # the complete set became the run made in one go

@@ -28,7 +28,11 @@ class Merged:
 
 
 def _family(run: RunInfo) -> tuple[object, ...]:
-    return (run.spec_name, run.judging_fp, run.analysis_fp, run.data_sha256, run.labels,
+    """What shards must share to make one run: the spec (and version), data and judges, and the options that
+    choose the cases (--split, --limit): shards of runs made with other options were once combined into a run
+    no unsharded run looks like, or failed on a duplicate key (exit 70). The shard count comes last."""
+    return (run.spec_name, run.spec_version, run.judging_fp, run.analysis_fp, run.data_sha256, run.labels,
+            run.settings.split, run.settings.limit, run.settings.model,
             run.settings.shard.split("/")[1] if run.settings.shard else None)
 
 
@@ -48,13 +52,15 @@ def merge(db: Path, sources: Sequence[Path]) -> Merged:
         made, incomplete = [], []
         for family, runs in sorted(families.items(), key=lambda kv: str(kv[0])):
             n = int(str(family[-1]))
-            have = {int(str(r.settings.shard).split("/")[0]) for r in runs if r.status == "completed"}
-            if have != set(range(1, n + 1)):
-                missing = sorted(set(range(1, n + 1)) - have)
+            by_k: dict[int, RunInfo] = {}  # one completed run per shard (the newest)
+            for r in sorted((r for r in runs if r.status == "completed"), key=lambda r: r.started_at or ""):
+                by_k[int(str(r.settings.shard).split("/")[0])] = r
+            if set(by_k) != set(range(1, n + 1)):
+                missing = sorted(set(range(1, n + 1)) - set(by_k))
                 incomplete.append(f"{runs[0].spec_name}: shard(s) {', '.join(f'{k}/{n}' for k in missing)} "
                                   "missing or not completed")
                 continue
-            made.append(_combine(store, runs))
+            made.append(_combine(store, list(by_k.values())))
     return Merged(tuple(made), tuple(copied), tuple(incomplete))
 
 

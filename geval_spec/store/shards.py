@@ -31,23 +31,35 @@ class ShardTables:
     PER_RUN = ("runs", "run_cases", "run_requests", "judgments", "verdicts", "findings")
 
     def absorb(self, other: Path) -> list[str]:
-        """Copy every row of another store (a shard's) into this one; return the runs it held."""
+        """Copy every row of another store (a shard's) into this one; return the runs it held.
+
+        A run this store holds already is replaced by the other store's when that one is completed and this
+        one's is not: a shard interrupted, merged, then resumed and finished (its store now holds the whole
+        run) is merged again whole; before, the first copy's status and rows stayed and the set never merged.
+        A completed run here is kept.
+        """
         if not other.is_file():
             raise StoreError(f"no results database at {other}")
         type(self)(other).close()  # bring it to this schema version and replay its journals first
         quoted = str(other).replace("'", "''")
         self.con.execute(f"ATTACH '{quoted}' AS shard (READ_ONLY)")
         try:
-            runs = [r[0] for r in self.con.execute("SELECT run_id FROM shard.runs").fetchall()]
+            theirs = self.con.execute("SELECT run_id, status FROM shard.runs ORDER BY run_id").fetchall()
+            ours = dict(self.con.execute("SELECT run_id, status FROM runs").fetchall())
+            take = [run_id for run_id, status in theirs
+                    if run_id not in ours or (ours[run_id] != "completed" and status == "completed")]
 
             def work(c: Any) -> None:
-                for table in self.SHARED + self.PER_RUN:
+                for table in self.SHARED:
                     c.execute(f"INSERT OR IGNORE INTO {table} SELECT * FROM shard.{table}")
+                for table in self.PER_RUN:
+                    c.execute(f"DELETE FROM {table} WHERE run_id {IN}", [take])
+                    c.execute(f"INSERT INTO {table} SELECT * FROM shard.{table} WHERE run_id {IN}", [take])
 
             self.transaction(work)
         finally:
             self.con.execute("DETACH shard")
-        return runs
+        return [run_id for run_id, _ in theirs]
 
     def case_ids_of(self, run_ids: Sequence[str]) -> list[str]:
         """The case ids of runs (shards of one run), in the order of the data file."""

@@ -190,3 +190,20 @@ def test_writes_that_fail_exit_2_naming_the_file_and_the_rest_write(tmp_path):
     assert "cannot write /proc/version" in str(caught.value.problems[0].message)
     res = run_cli("audit", "summeval-consistency", "--out", "/proc/version")
     assert res.code == 2 and "/proc/version" in res.err and "Traceback" not in res.err
+
+
+@pytest.mark.parametrize("error", ["RuntimeError", "InterruptException"])
+def test_a_ctrl_c_inside_a_store_statement_exits_130(error, monkeypatch):
+    """DuckDB raises a Ctrl-C during a statement as its own error (a run interrupted while it created its cases
+    exited 70, 'internal error: RuntimeError: Query interrupted')."""
+    from geval_spec.cli import common
+
+    kind = RuntimeError if error == "RuntimeError" else type("InterruptException", (Exception,), {})
+
+    @common.handled
+    def command() -> int:
+        raise kind("Query interrupted")
+
+    with pytest.raises(common.typer.Exit) as exited:
+        command()
+    assert exited.value.exit_code == 130

@@ -115,6 +115,9 @@ def handled(fn: Callable[..., int]) -> Callable[..., None]:
         except typer.Exit:
             raise
         except Exception as exc:  # a bug
+            if _interrupted(exc):
+                echo_err("interrupted")
+                raise typer.Exit(EXIT_INTERRUPTED)
             if STATE.debug:
                 traceback.print_exc()
             else:
@@ -124,6 +127,13 @@ def handled(fn: Callable[..., int]) -> Callable[..., None]:
         raise typer.Exit(code or EXIT_OK)
 
     return wrapper
+
+
+def _interrupted(exc: Exception) -> bool:
+    """A Ctrl-C that landed inside a DuckDB statement, which DuckDB raises as its own error (an interrupt, or a
+    RuntimeError 'Query interrupted'), not as KeyboardInterrupt: exit 130 like any Ctrl-C, not 70."""
+    return type(exc).__name__ == "InterruptException" or (
+        isinstance(exc, RuntimeError) and "query interrupted" in str(exc).lower())
 
 
 def stdout_gone() -> None:

@@ -53,6 +53,13 @@ def test_export_parquet_writes_the_run_s_tables(tmp_path):
         assert con.execute(f"SELECT count(*) FROM '{root / 'out' / 'judgments.parquet'}' WHERE valid").fetchone() == (6,)
         assert con.execute(f"SELECT count(*) FROM '{root / 'out' / 'responses.parquet'}' WHERE ok").fetchone() == (6,)
         assert cli("export", run_id, cwd=root).code == 2
+        # a folder that is a file, a table file that is a folder, a folder that cannot be made: exit 2 (once 70)
+        (root / "afile").write_text("x")
+        (root / "d" / "cases.parquet").mkdir(parents=True)
+        for target, words in (("afile", "it is a file, not a folder"), ("d", "is a directory"),
+                              ("/proc/nothere", "cannot write Parquet file")):
+            bad = cli("export", run_id, "--parquet", target, cwd=root)
+            assert bad.code == 2 and words in bad.err and "internal error" not in bad.err, (target, bad.err)
 
 
 def test_shards_whose_cases_share_a_prompt_merge_into_the_run_made_in_one_go(tmp_path):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from geval_spec.errors import Problem, RefError
+from geval_spec.errors import InputError, Problem, RefError
 from geval_spec.files import prepare_output, write_atomic
 from geval_spec.judge.clients.base import redact_body
 from geval_spec.judge.clients.replay import cassette_lines
@@ -33,8 +33,19 @@ def export_cassette(db: Path, run_id: str, cassette: Path) -> int:
     return len(rows)
 
 
+PARQUET_TABLES = ("cases", "requests", "responses", "judgments", "verdicts")  # what export_parquet writes
+
+
 def export_parquet(db: Path, run_id: str, folder: Path) -> list[Path]:
-    """Write the run's tables as Parquet files; return their paths."""
+    """Write the run's tables as Parquet files; return their paths.
+
+    Every file is checked (and the folder made) first, as for any output: a folder that is a file, a file that
+    is a folder, or a folder that cannot be written is an InputError naming it (these once ended in exit 70)."""
+    if folder.exists() and not folder.is_dir():
+        raise InputError(problems=[Problem(f"cannot write Parquet files into {folder}: it is a file, not a folder",
+                                           file=str(folder))])
+    for name in PARQUET_TABLES:
+        prepare_output(folder / f"{name}.parquet", "Parquet file")
     with Store.open_existing(db) as store:
         if store.get_run(run_id) is None:
             raise RefError(problems=[Problem(f"no run {run_id!r} in {db}")])

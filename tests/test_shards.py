@@ -148,3 +148,24 @@ def test_shards_made_with_other_case_options_are_not_combined(tmp_path):
         assert limited.code == 2 and "Traceback" not in limited.err  # the --limit set lacks its 2/2
         whole = cli("run", "demo", cwd=root).out.strip().splitlines()[-1]
         assert whole in limited.out  # the complete set became the run made in one go
+
+
+def test_an_empty_shard_is_a_completed_empty_run_and_the_set_merges(tmp_path):
+    """With few cases (or --split test) some shards get none: such a shard exited 2, so the set could never be
+    merged although every case was judged."""
+    from geval_spec.runner.run import in_shard
+
+    with FakeOpenAI(ServerConfig()) as srv:
+        root = make_project(tmp_path, srv.base_url, n=6, client="openai-http")
+        ids = [f"c{i:03d}" for i in range(6)]
+        empty = [k for k in range(1, 9) if not any(in_shard(c, (k, 8)) for c in ids)]
+        assert empty, "some of 8 shards of 6 cases are empty"
+        for k in range(1, 9):
+            res = cli("run", "demo", "--shard", f"{k}/8", "--db", f"s{k}.duckdb", cwd=root)
+            assert res.code == 0, res.err
+            if k in empty:
+                assert "no cases fall in this shard" in res.out + res.err
+        merged = cli("merge", *[f"s{k}.duckdb" for k in range(1, 9)], cwd=root)
+        assert merged.code == 0, merged.err
+        whole = make_project(tmp_path / "whole", srv.base_url, n=6, client="openai-http")
+        assert merged.out.strip().splitlines()[-1] == cli("run", "demo", cwd=whole).out.strip().splitlines()[-1]

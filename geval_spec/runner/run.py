@@ -258,8 +258,9 @@ def execute_run(parsed: ParsedSpec, options: RunOptions, on_progress: OnProgress
     if options.shard is not None:
         shard = options.shard
         cases = [c for c in cases if in_shard(c.id, shard)]
-        if not cases:
-            raise InputError(problems=[Problem(f"--shard {shard[0]}/{shard[1]}: no cases fall in this shard")])
+        if not cases:  # a completed empty run, so that the set of shards still merges (once: exit 2)
+            say(f"--shard {shard[0]}/{shard[1]}: no cases fall in this shard; it is stored as an empty shard, "
+                "for merge")
     if options.dry_run:
         return _dry_run(parsed, cases, judges, options)
     if options.max_cost is not None:
@@ -291,8 +292,11 @@ class _Started:
 def _start(store: Store, parsed: ParsedSpec, data_sha256: str, cases: list[Case], judges: tuple[Judge, ...],
            options: RunOptions) -> RunResult | _Started:
     """The summary of the same run finished before, or the run created, with what it reuses."""
+    ids = [c.id for c in cases]
+    if not ids and options.shard is not None:  # empty shards of one set must not share an id
+        ids = [f"(empty shard {options.shard[0]}/{options.shard[1]})"]
     run_id = run_id_for((parsed.name, parsed.spec.version), parsed.judging_fp, parsed.analysis_fp, data_sha256,
-                        [(j.label, j.model) for j in judges], [c.id for c in cases])
+                        [(j.label, j.model) for j in judges], ids)
     keys = case_keys(parsed, cases, judges)
     if store.finished(run_id):
         return _summary(store, run_id, parsed.name, len(cases), Progress(), len(cases), options.db)

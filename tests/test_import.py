@@ -137,3 +137,15 @@ def test_scores_imported_for_a_verdicts_spec_say_that_temperature_and_sweep_cann
     assert "changes nothing" not in cli("report", "p", "--out", "-", "--exit-zero", cwd=tmp_path).out
     sweep = cli("sweep", "p", "--out", "-", cwd=tmp_path)
     assert sweep.code == 2 and "stores scores, not verdicts" in sweep.err
+
+
+def test_an_id_that_differs_only_in_unicode_normalisation_is_named_as_such(tmp_path):
+    import unicodedata
+
+    from import_helpers import write_project
+
+    nfc = unicodedata.normalize("NFC", "caf\u00e9")
+    write_project(tmp_path, [{"id": nfc, "doc": "d", "human": 3}, {"id": "b", "doc": "e", "human": 4}], "")
+    nfd = unicodedata.normalize("NFD", nfc)
+    res = cli("import", "p", str(write_lines(tmp_path / "j.jsonl", [{"case_id": nfd, "score": 3}])), cwd=tmp_path)
+    assert res.code == 2 and "Unicode normalisation" in res.err

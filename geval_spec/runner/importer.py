@@ -34,6 +34,7 @@ import difflib
 import hashlib
 import json
 import math
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -259,9 +260,12 @@ def read_judgments(parsed: ParsedSpec, path: Path, dataset: Dataset, label: str)
             continue
         case_id, judgment = got
         if case_id not in known:
-            close = difflib.get_close_matches(case_id, list(known), n=1)
-            problems.append(line.problem(f"case {case_id!r} is not in {parsed.data_display}",
-                                         f"did you mean {close[0]!r}?" if close else None))
+            same = [k for k in known if unicodedata.normalize("NFC", k) == unicodedata.normalize("NFC", case_id)]
+            close = same or difflib.get_close_matches(case_id, list(known), n=1)
+            hint = (f"the data's {same[0]!r} differs only in how its accents are encoded (Unicode normalisation, "
+                    "NFC against NFD): write the id as the data does" if same else
+                    f"did you mean {close[0]!r}?" if close else None)
+            problems.append(line.problem(f"case {case_id!r} is not in {parsed.data_display}", hint))
             continue
         if case_id in seen:
             problems.append(line.problem(f"case {case_id!r} appears twice (first on line {seen[case_id]})"))

@@ -177,6 +177,8 @@ def too_few_samples(j: Judgment, spec: Spec) -> str | None:
     needed = min_valid_samples(spec, len(j.samples))
     if parsed >= needed:
         return None
+    if needed > len(j.samples):  # (a judgment made with fewer samples than the spec now asks to parse)
+        return f"scoring.min_valid_samples asks for {needed} parsed samples; this judgment has {len(j.samples)}"
     return f"fewer than {needed} of {len(j.samples)} samples parsed (scoring.min_valid_samples)"
 
 

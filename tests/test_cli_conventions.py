@@ -207,3 +207,8 @@ def test_a_ctrl_c_inside_a_store_statement_exits_130(error, monkeypatch):
     with pytest.raises(common.typer.Exit) as exited:
         command()
     assert exited.value.exit_code == 130
+
+
+def test_a_mistyped_run_id_is_not_called_a_spec():
+    res = cli("report", "run_nope")
+    assert res.code == 2 and "neither a run id nor a spec name" in res.err and "run_ and 20 characters" in res.err

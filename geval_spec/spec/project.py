@@ -200,6 +200,10 @@ class Project:
             close = difflib.get_close_matches(name, known, n=1)
             hint = f"did you mean '{close[0]}'?" if close else (
                 f"specs here: {', '.join(known)}" if known else f"no specs in {self.specs_dir}")
+            if name.startswith("run_"):  # meant as a run id: those are run_ and 20 characters of 0-9 and a-f
+                raise RefError(problems=[Problem(f"{name!r} is neither a run id nor a spec name",
+                                                 hint="a run id is run_ and 20 characters of 0-9 and a-f, as "
+                                                      "`run` prints it last; " + hint)])
             raise RefError(problems=[Problem(f"no spec named {name!r}", hint=hint)])
         if len(paths) > 1:
             raise SpecError(problems=self.duplicate_name_problems())

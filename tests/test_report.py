@@ -84,6 +84,7 @@ def test_gate_pass_and_junit(summeval, tmp_path):
     assert "gate passed" in res.out
     assert (tmp_path / "reports" / "summeval-consistency" / "report.md").exists()
     assert 'failures="0"' in (tmp_path / "gate.xml").read_text()
+    assert "wrote " in res.out and "gate.xml" in res.out.splitlines()[-1]  # (it wrote the file without a word)
     res = cli("report", run_id, "--db", str(db), "--junit", str(tmp_path / "fail.xml"), cwd=tmp_path)
     assert res.code == 1 and "<failure" in (tmp_path / "fail.xml").read_text()
     assert cli("report", run_id, "--db", str(db), "--exit-zero", cwd=tmp_path).code == 0

@@ -90,7 +90,11 @@ def report(
             written = write_out(renderers[ext](result), out, proj.root / "reports" / spec.name / f"report.{ext}")
             echo(f"wrote {written}")
     if junit is not None:
-        write_out(to_junit(spec.name, g), junit, junit)
+        wrote = f"wrote {write_out(to_junit(spec.name, g), junit, junit)}"
+        if out is not None and str(out) == "-":  # stdout holds the report
+            echo_err(wrote)
+        else:
+            echo(wrote)
     return EXIT_OK if g.passed or exit_zero else EXIT_GATE
 
 

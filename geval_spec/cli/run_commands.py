@@ -186,7 +186,7 @@ def _run(ref: str, options: RunOptions, junit: Path | None) -> int:
                   ref)
         return EXIT_OK
     if junit is not None:
-        write_out(to_junit(parsed.name, gate), junit, junit)
+        echo(f"wrote {write_out(to_junit(parsed.name, gate), junit, junit)}")
     print_run(parsed, result, gate.summary, ref)
     return EXIT_OK if gate.passed else EXIT_GATE
 

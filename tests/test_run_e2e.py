@@ -336,6 +336,13 @@ def test_case_results_gives_the_judge_s_reasoning_also_in_a_store_with_the_older
                           "j.valid, NULL AS reasoning FROM run_cases c JOIN judgments j USING (run_id, case_id)")
         store.con.execute("DELETE FROM meta WHERE key = 'views'")
     assert reasons() == rows
+    with Store(db) as store:  # an answer whose content is not bare JSON (fenced, prose): NULL, not an error
+        h = store.con.execute("SELECT request_hash FROM run_requests WHERE run_id = ? ORDER BY position LIMIT 1",
+                              [run_id]).fetchone()[0]
+        body = json.dumps({"choices": [{"message": {"content": "```json\n{\"score\": 3}\n```"}}]})
+        store.con.execute("UPDATE answers SET body_json = ? WHERE request_hash = ?", [body, h])
+        everything = store.con.execute("SELECT * FROM case_results WHERE run_id = ?", [run_id]).fetchall()
+    assert len(everything) == 6 and [r[1] is None for r in reasons()] == [True] + [False] * 5
 
 
 def test_every_query_in_docs_results_runs_on_a_run_s_store(tmp_path, server):

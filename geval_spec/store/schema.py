@@ -73,9 +73,9 @@ CREATE OR REPLACE VIEW responses AS
 CREATE OR REPLACE VIEW case_results AS
   SELECT c.run_id, c.case_id, c.position, c.split, c.group_id, c.system_id, c.category,
          c.human_json AS human, j.judge, j.method, j.score, j.valid, j.reason AS invalid_reason,
-         (SELECT json_extract_string(json_extract_string(a.body_json, '$.choices[0].message.content'),
-                                     '$.reasoning')
-          FROM run_requests rr JOIN answers a ON a.request_hash = rr.request_hash
+         (SELECT CASE WHEN json_valid(m.content) THEN json_extract_string(m.content, '$.reasoning') END
+          FROM run_requests rr JOIN answers a ON a.request_hash = rr.request_hash,
+               LATERAL (SELECT json_extract_string(a.body_json, '$.choices[0].message.content') AS content) m
           WHERE rr.run_id = c.run_id AND rr.case_id = c.case_id AND rr.judge = j.judge
           ORDER BY rr.position LIMIT 1) AS reasoning
   FROM run_cases c LEFT JOIN judgments j ON j.run_id = c.run_id AND j.case_id = c.case_id;

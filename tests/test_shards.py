@@ -169,3 +169,28 @@ def test_an_empty_shard_is_a_completed_empty_run_and_the_set_merges(tmp_path):
         assert merged.code == 0, merged.err
         whole = make_project(tmp_path / "whole", srv.base_url, n=6, client="openai-http")
         assert merged.out.strip().splitlines()[-1] == cli("run", "demo", cwd=whole).out.strip().splitlines()[-1]
+
+
+def test_a_shard_holding_every_case_merges_without_losing_it(tmp_path):
+    """One shard held every case (the other none): its run id is the merged run's, and merge deleted it while
+    making the merged run (exit 0, and 'no run' after). Empty shards of sets made with other options (--limit)
+    also shared one id, so one set looked finished and the other lacked its shard."""
+    from geval_spec.runner.run import in_shard
+
+    with FakeOpenAI(ServerConfig()) as srv:
+        root = make_project(tmp_path, srv.base_url, n=2, client="openai-http")
+        k_all = 1 if in_shard("c000", (1, 2)) else 2  # the shard of c000 (with --limit 1: every case)
+        runs = {}
+        for limit in ("1", "2"):
+            for k in (1, 2):
+                res = cli("run", "demo", "--shard", f"{k}/2", "--limit", limit, "--db", f"l{limit}s{k}.duckdb",
+                          cwd=root)
+                assert res.code == 0, res.err
+                runs[(limit, k)] = res.out.strip().splitlines()[-1]
+        empty = 3 - k_all
+        assert runs[("1", empty)] != runs[("2", empty)] or in_shard("c001", (empty, 2))
+        merged = cli("merge", "l1s1.duckdb", "l1s2.duckdb", cwd=root)
+        assert merged.code == 0, merged.err
+        run_id = merged.out.strip().splitlines()[-1]
+        report = json.loads(cli("report", run_id, "--format", "json", "--out", "-", "--exit-zero", cwd=root).out)
+        assert report["cases"]["n"] == 1 and report["cases"]["valid"] == 1

@@ -293,8 +293,9 @@ def _start(store: Store, parsed: ParsedSpec, data_sha256: str, cases: list[Case]
            options: RunOptions) -> RunResult | _Started:
     """The summary of the same run finished before, or the run created, with what it reuses."""
     ids = [c.id for c in cases]
-    if not ids and options.shard is not None:  # empty shards of one set must not share an id
-        ids = [f"(empty shard {options.shard[0]}/{options.shard[1]})"]
+    if not ids and options.shard is not None:  # empty shards must not share an id: not within a set, nor across
+        k, n = options.shard                     # sets made with other case options (see runner.shards._family)
+        ids = [f"(empty shard {k}/{n}, split {options.split}, limit {options.limit}, model {options.model})"]
     run_id = run_id_for((parsed.name, parsed.spec.version), parsed.judging_fp, parsed.analysis_fp, data_sha256,
                         [(j.label, j.model) for j in judges], ids)
     keys = case_keys(parsed, cases, judges)

@@ -49,12 +49,19 @@ class ShardTables:
             take = [run_id for run_id, status in theirs
                     if run_id not in ours or (ours[run_id] != "completed" and status == "completed")]
 
+            # runs neither side has finished: what the other store has more of is added (keyed rows)
+            add = [run_id for run_id, status in theirs if run_id in ours and ours[run_id] != "completed"
+                   and status != "completed"]
+
             def work(c: Any) -> None:
                 for table in self.SHARED:
                     c.execute(f"INSERT OR IGNORE INTO {table} SELECT * FROM shard.{table}")
                 for table in self.PER_RUN:
                     c.execute(f"DELETE FROM {table} WHERE run_id {IN}", [take])
                     c.execute(f"INSERT INTO {table} SELECT * FROM shard.{table} WHERE run_id {IN}", [take])
+                    if table != "runs":
+                        c.execute(f"INSERT OR IGNORE INTO {table} SELECT * FROM shard.{table} WHERE run_id {IN}",
+                                  [add])
 
             self.transaction(work)
         finally:
@@ -74,9 +81,13 @@ class ShardTables:
         values = ", ".join("?" if c in ("run_id", "options_json", "status") else c for c in RUN_COLUMNS)
 
         def work(c: Any) -> None:
+            # the parts' rows are set apart first: a part can have the merged run's id itself (one shard held
+            # every case, the others none), and deleting an older merged run would then delete that part
             for table in self.PER_RUN:
+                c.execute(f"CREATE OR REPLACE TEMP TABLE part_{table} AS SELECT * FROM {table} WHERE run_id {IN}",
+                          [list(parts)])
                 c.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id])
-            c.execute(f"INSERT INTO runs ({columns}, pid) SELECT {values}, pid FROM runs WHERE run_id = ?",
+            c.execute(f"INSERT INTO runs ({columns}, pid) SELECT {values}, pid FROM part_runs WHERE run_id = ?",
                       [run_id, dumps(settings.to_json()), "completed", first])
             for table in self.PER_RUN[1:]:
                 names = [row[1] for row in c.execute(f"PRAGMA table_info('{table}')").fetchall()]
@@ -85,11 +96,12 @@ class ShardTables:
                     # cases in two shards can render the same prompt (a request asked once per run): the first
                     # shard's row stands, as the first case's does in a run made in one go
                     for part in parts:
-                        c.execute(f"INSERT OR IGNORE INTO {table} SELECT {select} FROM {table} WHERE run_id = ? "
-                                  "ORDER BY position", [run_id, part])
+                        c.execute(f"INSERT OR IGNORE INTO {table} SELECT {select} FROM part_{table} "
+                                  "WHERE run_id = ? ORDER BY position", [run_id, part])
                 else:
-                    c.execute(f"INSERT INTO {table} SELECT {select} FROM {table} WHERE run_id {IN}",
-                              [run_id, list(parts)])
+                    c.execute(f"INSERT INTO {table} SELECT {select} FROM part_{table}", [run_id])
+            for table in self.PER_RUN:
+                c.execute(f"DROP TABLE part_{table}")
 
         self.transaction(work)
 

@@ -302,3 +302,8 @@ def test_a_judge_label_cannot_put_html_into_the_markdown_report(tmp_path, label)
     rendered = MarkdownIt("commonmark").render(md)
     assert "<img" not in rendered and "<script" not in rendered
     assert label.replace("<", "&lt;").replace(">", "&gt;") in rendered  # shown as written, inside a code span
+    import html as html_lib
+
+    page = cli("report", "demo", "--format", "html", "--out", "-", "--exit-zero", cwd=root).out
+    assert "<img" not in page and "<script>" not in page.split("</script>")[-1]
+    assert f"<code>{html_lib.escape(label.strip(), quote=True)}</code>" in page  # whole, in one code element

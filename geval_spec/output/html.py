@@ -19,7 +19,9 @@ from geval_spec.analysis.results import Calibration
 from geval_spec.output import plots
 from geval_spec.output.report import to_markdown
 
-_CODE = re.compile(r"(?<!\\)`([^`]*)(?<!\\)`")
+# a code span: a fence of backticks (not escaped, not part of a longer run), then the same fence (md_code fences
+# a value with backticks in it longer); inside, no escapes: text as written (CommonMark)
+_CODE = re.compile(r"(?<![\\`])(`+)(?!`)(.+?)(?<!`)\1(?!`)")
 _BOLD = re.compile(r"(?<!\\)\*\*(.+?)(?<!\\)\*\*")
 _ESCAPED = re.compile(r"\\(.)")
 _CELL = re.compile(r"(?<!\\)\|")
@@ -43,7 +45,10 @@ def inline(raw: str) -> str:
     out, pos = [], 0
     for m in _CODE.finditer(raw):
         out.append(_emphasis(raw[pos:m.start()]))
-        out.append(f"<code>{html.escape(html.unescape(m.group(1)), quote=True)}</code>")
+        body = m.group(2)
+        if len(body) > 2 and body.startswith(" ") and body.endswith(" ") and body.strip():
+            body = body[1:-1]  # the padding md_code adds around a value that starts or ends with a backtick
+        out.append(f"<code>{html.escape(body, quote=True)}</code>")
         pos = m.end()
     out.append(_emphasis(raw[pos:]))
     return "".join(out)

@@ -252,3 +252,15 @@ def test_more_memory_doubles_a_limit_and_gives_up_past_64_gb():
     assert more_memory("128MB", boom) == "256MB" and more_memory(" 1.5 GiB", boom) == "3GiB"
     with pytest.raises(RuntimeError):
         more_memory("40GB", boom)
+
+
+def test_a_read_that_runs_out_of_memory_is_run_again_with_more(tmp_path):
+    """Reads outside the store thread (the run's own sessions: the dry run's lookups, the reuse of judgments) ran out
+    of memory on a large store and ended in exit 70; they now take the doubled limit too."""
+    db = tmp_path / "r.duckdb"
+    with Store(db) as store:
+        store.write_responses([_big_body(i) for i in range(3000)])
+    with Store(db, memory_limit="4MB") as store:
+        hashes = [f"{i:064x}" for i in range(3000)]
+        assert len(store.ok_responses(hashes)) == 3000 and len(store.answered(hashes)) == 3000
+        assert store.memory_limit not in ("4MB", None)

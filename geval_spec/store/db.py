@@ -95,6 +95,39 @@ def more_memory(limit: str, exc: BaseException) -> str:
 
 
 
+class _Connection:
+    """The store's DuckDB connection. A statement outside a transaction that runs out of memory (a read on a store
+    grown past the session's limit: an answer lookup, the reuse of judgments) is run again with twice the limit,
+    as :meth:`Store.transaction` does for writes; the session keeps the larger limit."""
+
+    def __init__(self, raw: Any, store: "Store") -> None:
+        self.raw = raw
+        self.store = store
+        self.in_transaction = False  # BEGIN ... COMMIT through execute (the schema's migration)
+
+    def execute(self, sql: str, params: Any = None) -> Any:
+        word = sql.lstrip()[:8].upper()
+        if word.startswith("BEGIN"):
+            self.in_transaction = True
+        elif word.startswith(("COMMIT", "ROLLBACK")):
+            self.in_transaction = False
+        while True:
+            try:
+                return self.raw.execute(sql) if params is None else self.raw.execute(sql, params)
+            except Exception as exc:
+                limit = self.store.memory_limit
+                if limit is None or self.in_transaction or not out_of_memory(exc):
+                    raise
+                self.store.memory_limit = more_memory(limit, exc)
+                self.raw.execute(f"SET memory_limit = '{self.store.memory_limit}'")
+
+    def cursor(self) -> Any:
+        return self.raw.cursor()
+
+    def close(self) -> None:
+        self.raw.close()
+
+
 def _connect(path: Path, wait: float, read_only: bool = False) -> Any:
     """A connection to the file, waiting (with growing pauses) while another process holds it."""
     duckdb = _duckdb()
@@ -121,7 +154,7 @@ class Store(JudgmentTables, BatchTable, ShardTables):
                  memory_limit: str | None = None) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.con = _connect(self.path, wait)
+        self.con = _Connection(_connect(self.path, wait), self)
         self.wait = wait
         self.memory_limit = memory_limit
         try:
@@ -207,7 +240,7 @@ class Store(JudgmentTables, BatchTable, ShardTables):
                 self.con.close()
             except Exception:
                 pass
-            self.con = _connect(self.path, self.wait)
+            self.con = _Connection(_connect(self.path, self.wait), self)
             self.con.execute(f"SET memory_limit = '{self.memory_limit}'")
 
     def _transaction(self, work: Callable[[Any], None]) -> None:

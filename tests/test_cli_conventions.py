@@ -209,6 +209,11 @@ def test_a_ctrl_c_inside_a_store_statement_exits_130(error, monkeypatch):
     assert exited.value.exit_code == 130
 
 
-def test_a_mistyped_run_id_is_not_called_a_spec():
-    res = cli("report", "run_nope")
+def test_a_mistyped_run_id_is_not_called_a_spec(tmp_path):
+    from e2e_helpers import make_project
+    from geval_spec.store.db import Store
+
+    root = make_project(tmp_path, "http://127.0.0.1:9/v1", n=2)
+    Store(root / ".geval" / "results.duckdb").close()  # a store, so that the name is what is looked up
+    res = cli("report", "run_nope", cwd=root)
     assert res.code == 2 and "neither a run id nor a spec name" in res.err and "run_ and 20 characters" in res.err

@@ -220,6 +220,7 @@ def test_export_and_replay_without_network(tmp_path, server):
     server.stop()
     res2 = cli("run", "demo", "--replay", str(cassette), "--db", str(tmp_path / "fresh.duckdb"), cwd=root)
     assert res2.code == 0, res2.err
+    assert "8 replayed from" in res2.out and "nothing sent" in res2.out and "a replay pays nothing" in res2.out
     with Store(tmp_path / "fresh.duckdb") as store:
         replayed = {j.case_id: j.score for j in store.judgments(last_line(res2.out))}
     assert replayed == {k: v.score for k, v in judgments(root, run_id).items()}

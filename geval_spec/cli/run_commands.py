@@ -41,14 +41,15 @@ def print_dry_run(parsed: ParsedSpec, d: DryRun, model: str | None = None) -> No
     echo(f"  static prefix  {100 * d.static_prefix_share:.1f}% of the prompt tokens (cacheable by providers)")
 
 
-def print_run(parsed: ParsedSpec, r: RunResult, gate_line: str, ref: str) -> None:
+def print_run(parsed: ParsedSpec, r: RunResult, gate_line: str, ref: str, replay: Path | None = None) -> None:
     s = parsed.spec
     echo(f"{s.name} v{s.version}: {r.cases} cases, {r.valid} valid, {r.invalid} invalid "
          f"(validity {100 * r.valid / max(1, r.valid + r.invalid):.1f}%), method {', '.join(r.methods) or '-'}")
     for reason, count in r.invalid_reasons[:5]:
         echo(f"  invalid x{count}: {reason}")
     reused = f"; {r.reused} cases reused from earlier runs" if r.reused else ""
-    echo(f"requests: {r.requests} ({r.sent} sent, {r.cached} already answered, {r.failed} failed, "
+    sent = f"{r.sent} replayed from {shown(replay)}, nothing sent" if replay is not None else f"{r.sent} sent"
+    echo(f"requests: {r.requests} ({sent}, {r.cached} already answered, {r.failed} failed, "
          f"{r.retries} retries){reused}")
     cached = ""
     if r.cached_tokens:
@@ -56,7 +57,9 @@ def print_run(parsed: ParsedSpec, r: RunResult, gate_line: str, ref: str) -> Non
         cached = (f" ({r.cached_tokens:,} = {100 * r.cached_tokens / max(1, r.prompt_tokens):.0f}% read from the "
                   f"provider's cache{saved})")
     reasoning = f" ({r.reasoning_tokens:,} of them reasoning)" if r.reasoning_tokens else ""
-    echo(f"tokens: {r.prompt_tokens:,} in{cached}, {r.completion_tokens:,} out{reasoning}; cost {fmt_cost(r.cost)}")
+    paid = " as recorded (a replay pays nothing)" if replay is not None else ""
+    echo(f"tokens: {r.prompt_tokens:,} in{cached}, {r.completion_tokens:,} out{reasoning}; cost {fmt_cost(r.cost)}"
+         f"{paid}")
     echo(gate_line)
     if r.batch:
         echo(f"batch: {r.batch} answer(s) came through the provider's batch API, costed at its batch price")
@@ -175,7 +178,7 @@ def _run(ref: str, options: RunOptions, junit: Path | None) -> int:
     if options.shard is not None:
         k, n = options.shard
         print_run(parsed, result, f"gate not judged: this run is shard {k}/{n}; merge the shards' stores "
-                  "(geval-spec merge) and report the merged run", ref)
+                  "(geval-spec merge) and report the merged run", ref, options.replay)
         return EXIT_OK
     split = options.split
     with Store(options.db) as store:
@@ -183,11 +186,11 @@ def _run(ref: str, options: RunOptions, junit: Path | None) -> int:
     if gate is None:
         cal = parsed.spec.calibration
         print_run(parsed, result, f"gate not judged: this run covers split {split}, the gate is judged on {cal.split}",
-                  ref)
+                  ref, options.replay)
         return EXIT_OK
     if junit is not None:
         echo(f"wrote {write_out(to_junit(parsed.name, gate), junit, junit)}")
-    print_run(parsed, result, gate.summary, ref)
+    print_run(parsed, result, gate.summary, ref, options.replay)
     return EXIT_OK if gate.passed else EXIT_GATE
 
 

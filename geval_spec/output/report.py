@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from geval_spec.analysis.results import Accuracy, Calibration, Compression, Diagnostics, LengthTooFew, SampleSize, SweepBlock
+from geval_spec.analysis.results import (Accuracy, Calibration, Compression, Diagnostics, LengthTooFew, SampleSize,
+                                         SweepBlock)
 from geval_spec.output.estimate import estimate_markdown
 from geval_spec.output.markdown import document, est_md, f3, md_code, md_escape, table
 

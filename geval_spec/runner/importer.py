@@ -261,7 +261,7 @@ def read_judgments(parsed: ParsedSpec, path: Path, dataset: Dataset, label: str)
         case_id, judgment = got
         if case_id not in known:
             same = [k for k in known if unicodedata.normalize("NFC", k) == unicodedata.normalize("NFC", case_id)]
-            close = same or difflib.get_close_matches(case_id, list(known), n=1)
+            close = difflib.get_close_matches(case_id, list(known), n=1)
             hint = (f"the data's {same[0]!r} differs only in how its accents are encoded (Unicode normalisation, "
                     "NFC against NFD): write the id as the data does" if same else
                     f"did you mean {close[0]!r}?" if close else None)

@@ -95,11 +95,7 @@ def _walk(loc: tuple[Any, ...]) -> tuple[Path, Any, bool]:
             clean.append(el)
             ann = typing.get_args(ann)[1]
         elif origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
-            # smart-mode union: pydantic adds the member's name; skip it, and go on inside that member (without
-            # it, a key inside a member was reported as the union's own key: "unknown key 'split'")
-            members = {getattr(m, "__name__", None): m for m in typing.get_args(ann)}
-            if el in members:
-                ann = members[el]
+            # smart-mode union: pydantic adds the member's name; skip it
             continue
         else:
             clean.append(el)

@@ -94,7 +94,6 @@ def more_memory(limit: str, exc: BaseException) -> str:
     return f"{number:g}{found.group(2)}"
 
 
-
 class _Connection:
     """The store's DuckDB connection. A statement outside a transaction that runs out of memory (a read on a store
     grown past the session's limit: an answer lookup, the reuse of judgments) is run again with twice the limit,
@@ -118,8 +117,12 @@ class _Connection:
                 limit = self.store.memory_limit
                 if limit is None or self.in_transaction or not out_of_memory(exc):
                     raise
-                self.store.memory_limit = more_memory(limit, exc)
-                self.raw.execute(f"SET memory_limit = '{self.store.memory_limit}'")
+                self.limit(more_memory(limit, exc))
+
+    def limit(self, memory: str) -> None:
+        """DuckDB's memory limit for the rest of the session (the store's ``memory_limit``)."""
+        self.store.memory_limit = memory
+        self.raw.execute(f"SET memory_limit = '{memory}'")
 
     def cursor(self) -> Any:
         return self.raw.cursor()
@@ -159,7 +162,7 @@ class Store(JudgmentTables, BatchTable, ShardTables):
         self.memory_limit = memory_limit
         try:
             if memory_limit is not None:  # DuckDB's default is 80% of RAM; it spills to disk past a limit
-                self.con.execute(f"SET memory_limit = '{memory_limit}'")
+                self.con.limit(memory_limit)
             self._migrate()
             self.recovered = self._recover_journals() if recover else 0
         except BaseException:
@@ -233,7 +236,7 @@ class Store(JudgmentTables, BatchTable, ShardTables):
             except Exception as exc:
                 if self.memory_limit is None or not out_of_memory(exc):
                     raise
-                self.memory_limit = more_memory(self.memory_limit, exc)
+                larger = more_memory(self.memory_limit, exc)
             # a commit that ran out of memory invalidates DuckDB's instance of the file (nothing of it was
             # written): connect again, with the larger limit
             try:
@@ -241,7 +244,7 @@ class Store(JudgmentTables, BatchTable, ShardTables):
             except Exception:
                 pass
             self.con = _Connection(_connect(self.path, self.wait), self)
-            self.con.execute(f"SET memory_limit = '{self.memory_limit}'")
+            self.con.limit(larger)
 
     def _transaction(self, work: Callable[[Any], None]) -> None:
         c = self.con.cursor()

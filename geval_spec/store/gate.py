@@ -10,9 +10,10 @@ and closes the file between batches: at most about one session per
 they reach the gate, so a kill loses nothing.
 
 Sessions run within a DuckDB memory limit (GEVAL_STORE_MEMORY). A store can
-outgrow it (DuckDB holds the key indexes a statement touches in memory): a
-session that runs out of memory is done again with twice the limit, and the
-run's later sessions keep it, rather than failing the run.
+outgrow it (DuckDB holds the key indexes a statement touches in memory): the
+store runs a statement or transaction that runs out of memory again with
+twice the limit (:class:`~geval_spec.store.db.Store`), and the run's later
+sessions keep it, rather than failing the run.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any, Callable, TypeVar
 
 from geval_spec.errors import InputError, Problem, StoreError
 from geval_spec.judge.types import Judgment
-from geval_spec.store.db import MEMORY_AMOUNT, Store, more_memory, out_of_memory
+from geval_spec.store.db import MEMORY_AMOUNT, Store
 from geval_spec.store.records import ResponseRecord
 
 T = TypeVar("T")
@@ -161,49 +162,27 @@ class StoreGate:
 
     def _run(self, responses: list[ResponseRecord], judgments: dict[str, tuple[list[Judgment], dict[str, str]]],
              batch: list[tuple[Operation, Future[Any] | None]]) -> None:
-        ops = deque(batch)
         try:
-            while True:
+            with Store(self.path, recover=False, memory_limit=self.memory_limit) as store:
                 try:
-                    self._session(responses, judgments, ops)
-                    return
-                except BaseException as exc:
-                    if not out_of_memory(exc):
-                        raise
-                    # the store has grown past what the limit holds (its key indexes): this session is done again,
-                    # from where it stopped, and the run's later sessions too, with twice the limit
-                    self.memory_limit = more_memory(self.memory_limit, exc)
+                    store.write_responses(responses)
+                    for run_id, (queued, keys) in judgments.items():
+                        store.save_judgments(run_id, queued, keys, replace_all=False)
+                    for op, future in batch:  # last: an operation sees everything queued before it
+                        try:
+                            result = op(store)
+                        except BaseException as exc:
+                            if future is None:
+                                raise
+                            future.set_exception(exc)
+                        else:
+                            if future is not None:
+                                future.set_result(result)
+                finally:  # a statement that ran out of memory raised the limit: the later sessions start there
+                    if store.memory_limit is not None:
+                        self.memory_limit = store.memory_limit
         except BaseException as exc:  # surfaced to the run on its next put, call or close
             self._error = exc
-            for _, future in ops:
+            for _, future in batch:
                 if future is not None and not future.done():
                     future.set_exception(StoreError(f"cannot use the results database: {exc}"))
-
-    def _session(self, responses: list[ResponseRecord], judgments: dict[str, tuple[list[Judgment], dict[str, str]]],
-                 ops: deque[tuple[Operation, Future[Any] | None]]) -> None:
-        """One session: the responses, the judgments, then the operations; each part is taken off its queue once
-        done, so that a session done again (see :meth:`_run`) goes on from where it stopped. (An operation that
-        ran out of memory midway is done again whole: the store's writes are keyed inserts and updates.)"""
-        with Store(self.path, recover=False, memory_limit=self.memory_limit) as store:
-            try:
-                store.write_responses(responses)
-                responses.clear()
-                while judgments:
-                    run_id, (queued, keys) = next(iter(judgments.items()))
-                    store.save_judgments(run_id, queued, keys, replace_all=False)
-                    del judgments[run_id]
-                while ops:  # last: an operation sees everything queued before it
-                    op, future = ops[0]
-                    try:
-                        result = op(store)
-                    except BaseException as exc:
-                        if future is None or (store.memory_limit is not None and out_of_memory(exc)):
-                            raise
-                        future.set_exception(exc)
-                    else:
-                        if future is not None:
-                            future.set_result(result)
-                    ops.popleft()
-            finally:  # raised by one of its transactions: the later sessions start there
-                if store.memory_limit is not None:
-                    self.memory_limit = store.memory_limit

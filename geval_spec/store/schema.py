@@ -104,10 +104,15 @@ def views_current(con: Any) -> bool:
 
 def replace_views(con: Any) -> None:
     con.execute("BEGIN")
+    _write_views(con)
+    con.execute("COMMIT")
+
+
+def _write_views(con: Any) -> None:
+    """The views, and the record of which (VIEWS_DIGEST), inside the caller's transaction."""
     for stmt in _statements(VIEWS):
         con.execute(stmt)
     con.execute("INSERT OR REPLACE INTO meta VALUES ('views', ?)", [VIEWS_DIGEST])
-    con.execute("COMMIT")
 
 
 def create_or_migrate(con: Any, found: int | None) -> None:
@@ -120,10 +125,8 @@ def create_or_migrate(con: Any, found: int | None) -> None:
     if found is None or found < SCHEMA_VERSION:
         for table, column, kind in V2_COLUMNS:
             con.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {kind}")
-    for stmt in _statements(VIEWS):
-        con.execute(stmt)
+    _write_views(con)
     con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
-    con.execute("INSERT OR REPLACE INTO meta VALUES ('views', ?)", [VIEWS_DIGEST])
     con.execute("COMMIT")
 
 

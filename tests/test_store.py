@@ -38,6 +38,55 @@ def test_journal_is_replayed_when_the_store_opens(tmp_path):
         assert not list(store.journal_dir.glob("*.jsonl"))
 
 
+def planned_request(h: str, case_id: str, body: str = '{"model": "m", "messages": []}'):
+    from geval_spec.judge.types import Request
+
+    return Request(hash=h, case_id=case_id, judge="j", sample=0, n=1, purpose="judge", body={"model": "m"},
+                   body_text=body)
+
+
+def test_planned_requests_in_the_journal_reach_the_store_with_their_answers(tmp_path):
+    """A run journals each chunk's requests before sending them and stores them in its next session: killed
+    before that session, its journal gives the store the requests and the run's links to them, with the answers.
+    A chunk cut short by the kill is left out, and rows stored already are kept as they are."""
+    from geval_spec.store.records import Planned
+
+    db = tmp_path / "r.duckdb"
+    with Store(db) as store:
+        store.add_requests("run_x", [planned_request("a", "c1", '{"model": "m", "stored": "first"}')], start=0)
+        journal = store.journal("run_x")
+        journal.write_planned(Planned.of("run_x", [planned_request("a", "c1"), planned_request("b", "c2"),
+                                                   planned_request("b", "c3")], 0))
+        journal.write(record("a"))
+        journal.write_planned(Planned.of("run_x", [planned_request("c", "c4", '{"model": "m", "text": "\\n"}')],
+                                         3))
+        journal.write(record("c"))
+    journal.close()
+    with (db.with_name(db.name + ".journal") / "run_x.jsonl").open("a") as fh:
+        fh.write('{"planned": {"requests": [["d", "m", "{}", 0, 1, "t"]], "li')  # cut short by the kill
+    with Store(db) as store:
+        assert store.recovered == 2
+        assert store.answered(["a", "b", "c"]) == {"a", "c"}
+        assert store.con.execute("SELECT request_hash, body_json FROM requests ORDER BY 1").fetchall() == [
+            ("a", '{"model": "m", "stored": "first"}'), ("b", '{"model": "m", "messages": []}'),
+            ("c", '{"model": "m", "text": "\\n"}')]
+        assert store.con.execute("SELECT request_hash, case_id, position FROM run_requests ORDER BY 1").fetchall() \
+            == [("a", "c1", 0), ("b", "c2", 1), ("c", "c4", 3)]
+
+
+def test_a_journal_of_responses_alone_still_replays(tmp_path):
+    """Journals written before planned requests were journaled hold responses only."""
+    from geval_spec.store.journal import read_journal
+
+    path = tmp_path / "old.jsonl"
+    body = '{"choices": []}'
+    path.write_text('{"request_hash": "a", "run_id": "run_x", "attempt": 0, "ok": true, "status": 200, '
+                    '"kind": null, "error": null, "prompt_tokens": 1, "completion_tokens": 1, "cost": null, '
+                    f'"latency_ms": 1.0, "received_at": "t", "body_bytes": {len(body)}}}\n{body}\n')
+    planned, responses = read_journal(path)
+    assert planned == [] and [(r.request_hash, r.body) for r in responses] == [("a", body)]
+
+
 def test_a_second_success_for_a_hash_is_not_stored(tmp_path):
     with Store(tmp_path / "r.duckdb") as store:
         store.write_responses([record("a"), record("a", attempt=1), record("b", ok=False)])

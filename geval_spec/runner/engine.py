@@ -17,7 +17,7 @@ from typing import AsyncIterator, Callable, Mapping, Sequence, TypeVar
 from geval_spec.dataset.cases import Case
 from geval_spec.errors import EXIT_INTERRUPTED, CostCeiling, GevalError, JudgeError
 from geval_spec.judge.clients.base import completion_of
-from geval_spec.judge.precheck import precheck
+from geval_spec.judge.precheck import Findings, precheck
 from geval_spec.judge.requests import method_requests, prepare_requests, unique
 from geval_spec.judge.scoring import as_fallback, missing_logprobs, score_case
 from geval_spec.judge.messages import Message, Rendered
@@ -28,7 +28,7 @@ from geval_spec.spec.sections import Judge
 from geval_spec.store.db import Store
 from geval_spec.store.gate import StoreGate
 from geval_spec.store.journal import Journal
-from geval_spec.store.records import ResponseRecord
+from geval_spec.store.records import Planned, ResponseRecord
 
 T = TypeVar("T")
 
@@ -92,6 +92,7 @@ class Engine:
         self.judges = judges
         self.run_id = run_id
         self.gate = gate
+        self.journal = journal
         self.case_keys = case_keys
         self.reuse_answers = reuse_answers
         self.say = say
@@ -119,6 +120,15 @@ class Engine:
             keys = {j.case_id: self.case_keys[j.case_id] for j in batch if j.case_id in self.case_keys}
             self.gate.add_judgments(self.run_id, batch, keys)
 
+    def _register(self, requests: Sequence[Request], start: int, findings: Findings) -> None:
+        """Journal a chunk's requests, then queue them (with the chunk's findings) for the gate's next session.
+
+        Before any of them is sent: a killed run's journal then replays its answers with their requests. Sending
+        does not wait for a store session."""
+        planned = Planned.of(self.run_id, requests, start)
+        self.journal.write_planned(planned)
+        self.gate.add_planned(self.run_id, planned, findings)
+
     async def _stored(self, op: Callable[[Store], T]) -> T:
         """``op`` done by the store's gate; waited for in a thread, so the event loop goes on with what is in
         flight meanwhile."""
@@ -130,15 +140,8 @@ class Engine:
         findings = precheck(self.parsed, chunk)
         plan = prepare_requests(self.parsed, chunk, judges=tuple(self.judges), findings=findings)
         requests = list(plan.requests)
-        start = self.position
+        self._register(requests, self.position, findings)
         self.position += len(requests)
-
-        def persist(store: Store) -> None:
-            store.add_requests(self.run_id, requests, start)
-            store.save_findings(self.run_id, findings, replace_all=False)
-
-        # stored before any is sent: a killed run's journal then replays answers to requests the store knows
-        await self._stored(persist)
         # an identical prompt in an earlier chunk (cases whose fields are the same) has the same hash: that request
         # is not sent again, and if its outcome is already in, this chunk's cases take it (below)
         outcome_in = {r.hash for r in requests if r.hash in self.sent and r.hash not in self.waiting}
@@ -287,9 +290,9 @@ class Engine:
         spec = self.parsed.spec
         self.say(f"{len({r.case_id for r in self.fallback})} case(s) had no logprobs: scoring them with "
                  f"fallback {spec.scoring.fallback}")
-        requests, start = list(self.fallback), self.position
+        requests = list(self.fallback)
+        self._register(requests, self.position, {})
         self.position += len(requests)
-        await self._stored(lambda store: store.add_requests(self.run_id, requests, start))
         groups: dict[tuple[str, str], _Group] = {}
         for r in requests:
             groups.setdefault((r.case_id, r.judge), _Group(r.case_id, r.judge, [], fallback=True)).requests.append(r)

@@ -332,7 +332,7 @@ def import_judgments(parsed: ParsedSpec, path: Path, db: Path, judge: str | None
                        settings=RunSettings(cases=len(cases), missing=len(missing)), source_file=str(path),
                        source_sha256=lines.digest, status="running")
         # missing cases stay part of the run's denominator; each case's split is stored, as a run's is
-        store.create_run(info, dataset.cases, [], splits=assign_splits(parsed.spec, dataset.cases))
+        store.create_run(info, dataset.cases, splits=assign_splits(parsed.spec, dataset.cases))
         store.save_findings(run_id, precheck(parsed, dataset.cases))
         store.save_judgments(run_id, ordered)
         store.finish_run(run_id, "completed")

@@ -33,7 +33,7 @@ from geval_spec.judge.types import Recorded, Request
 from geval_spec.spec.load import ResolvedSpec
 from geval_spec.store.batches import BatchTable
 from geval_spec.store.journal import Journal, abandoned, read_journal
-from geval_spec.store.records import ResponseRecord, RunInfo, RunJudge, RunKind, RunSettings, RunStatus, Usage, now
+from geval_spec.store.records import Planned, ResponseRecord, RunInfo, RunJudge, RunKind, RunSettings, RunStatus, Usage, now
 from geval_spec.store.judgments import JudgmentTables
 from geval_spec.store.schema import SCHEMA_VERSION, create_or_migrate, replace_views, views_current
 from geval_spec.store.shards import ShardTables
@@ -289,7 +289,9 @@ class Store(JudgmentTables, BatchTable, ShardTables):
         if self.journal_dir.is_dir():
             for path in sorted(self.journal_dir.glob("*.jsonl")):
                 if abandoned(path):
-                    recovered += self.write_responses(read_journal(path))
+                    planned, responses = read_journal(path)
+                    self.write_planned(planned)
+                    recovered += self.write_responses(responses)
                     gone.add(path.stem)
                     path.unlink(missing_ok=True)
         running = [r[0] for r in self.con.execute("SELECT run_id FROM runs WHERE status = 'running' AND kind = 'run'")
@@ -301,7 +303,7 @@ class Store(JudgmentTables, BatchTable, ShardTables):
         return recovered
 
     # -- runs ----------------------------------------------------------------------
-    def create_run(self, info: RunInfo, cases: Sequence[Case], requests: Sequence[Request] = (),
+    def create_run(self, info: RunInfo, cases: Sequence[Case],
                    splits: Mapping[str, str | None] | None = None, case_keys: Mapping[str, str] | None = None) -> None:
         def work(c: Any) -> None:
             c.execute(f"INSERT INTO runs ({', '.join(_RUN_COLUMNS)}, pid) VALUES ({', '.join('?' * 23)})", [
@@ -314,26 +316,25 @@ class Store(JudgmentTables, BatchTable, ShardTables):
                 (info.run_id, case.id, case.row - 1, case.group, case.system, case.category, _dumps(list(case.human)),
                  (splits or {}).get(case.id), (case_keys or {}).get(case.id))
                 for case in cases])
-            self._insert_requests(c, info.run_id, requests, 0)
 
         self.transaction(work)
 
-    def _insert_requests(self, c: Any, run_id: str, requests: Sequence[Request], start: int) -> None:
-        stamp = now()
-        seen: dict[str, Request] = {}
-        for r in requests:
-            seen.setdefault(r.hash, r)
-        self.insert(c, "requests", [(r.hash, r.model, r.body_text or _dumps(r.body), r.sample, r.n, stamp)
-                                    for r in seen.values()], ignore=True)
-        keyed: dict[tuple[str, str, str], tuple[Any, ...]] = {}
-        for i, r in enumerate(requests):
-            keyed.setdefault((r.hash, r.judge, r.purpose), (run_id, r.hash, r.case_id, r.judge, r.purpose,
-                                                            r.sample, start + i))
-        self.insert(c, "run_requests", list(keyed.values()), ignore=True)
+    def write_planned(self, chunks: Sequence[Planned]) -> None:
+        """Store planned requests (:class:`~geval_spec.store.records.Planned`) in one transaction; a request or a
+        run's request already stored is kept as it is."""
+        if not chunks:
+            return
+        planned = Planned.merged(chunks)
+
+        def work(c: Any, ignore: bool) -> None:
+            self.insert(c, "requests", planned.requests, ignore=ignore)
+            self.insert(c, "run_requests", planned.links, ignore=ignore)
+
+        self.insert_new(work)
 
     def add_requests(self, run_id: str, requests: Sequence[Request], start: int = 0) -> None:
         if requests:
-            self.transaction(lambda c: self._insert_requests(c, run_id, requests, start))
+            self.write_planned([Planned.of(run_id, requests, start)])
 
     def finished(self, run_id: str) -> bool:
         """The run exists, completed, with a judgment for every case and none left unanswered by a transport

@@ -1,9 +1,11 @@
 """One thread that does all of a run's store work, in short sessions, so other processes get their turn.
 
-A run hands the gate operations (write these responses, these judgments;
-store these planned requests, look up these answers). The gate's thread runs
+A run hands the gate operations (store these planned requests, write these
+responses, these judgments; look up these answers). The gate's thread runs
 them in batches, each in one :class:`~geval_spec.store.db.Store` session
-(responses first, then judgments, then the operations in the order given),
+(planned requests and their findings first, then responses, then judgments,
+then the operations in the order given: a judgment is never stored before
+the findings of its case, which a later run's reuse copies with it),
 and closes the file between batches: at most about one session per
 ``interval`` seconds, sooner when someone waits for an answer. Meanwhile
 ``report``, a second run or a plain DuckDB reader can open the file. Responses are in the run's journal before
@@ -24,12 +26,13 @@ import time
 from collections import deque
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 from geval_spec.errors import InputError, Problem, StoreError
 from geval_spec.judge.types import Judgment
+from geval_spec.plugins import Finding
 from geval_spec.store.db import MEMORY_AMOUNT, Store
-from geval_spec.store.records import ResponseRecord
+from geval_spec.store.records import Planned, ResponseRecord
 
 T = TypeVar("T")
 Operation = Callable[[Store], Any]
@@ -69,6 +72,7 @@ class StoreGate:
         self.path = path
         self.interval = env_interval if interval is None else interval
         self._ops: deque[tuple[Operation, Future[Any] | None]] = deque()
+        self._planned: list[tuple[str, Planned, Mapping[str, Sequence[Finding]]]] = []  # run id, requests, findings
         self._responses: list[ResponseRecord] = []
         self._judgments: dict[str, tuple[list[Judgment], dict[str, str]]] = {}  # run id -> judgments, case keys
         self._cond = threading.Condition()
@@ -85,6 +89,14 @@ class StoreGate:
             self._responses.append(record)
             if len(self._responses) == 1:  # wake the thread only when it may be waiting for work, not per add
                 self._cond.notify()
+
+    def add_planned(self, run_id: str, planned: Planned, findings: Mapping[str, Sequence[Finding]]) -> None:
+        """Queue a chunk of planned requests (journaled by the run already) and its cases' findings; they are
+        written first in the next session."""
+        self._raise_if_failed()
+        with self._cond:
+            self._planned.append((run_id, planned, findings))
+            self._cond.notify()
 
     def add_judgments(self, run_id: str, judgments: list[Judgment], case_keys: dict[str, str]) -> None:
         """Queue judgments of a run (appended to what it has), with the cases' reuse keys."""
@@ -151,20 +163,28 @@ class StoreGate:
                         break
                     self._cond.wait(timeout=remaining)
                 batch = [self._ops.popleft() for _ in range(min(len(self._ops), MAX_BATCH))]
+                planned, self._planned = self._planned, []
                 responses, self._responses = self._responses, []
                 judgments, self._judgments = self._judgments, {}
                 self._urgent = False
             last = time.monotonic()
-            self._run(responses, judgments, batch)
+            self._run(planned, responses, judgments, batch)
 
     def _pending(self) -> bool:
-        return bool(self._ops or self._responses or self._judgments)
+        return bool(self._ops or self._planned or self._responses or self._judgments)
 
-    def _run(self, responses: list[ResponseRecord], judgments: dict[str, tuple[list[Judgment], dict[str, str]]],
+    def _run(self, planned: list[tuple[str, Planned, Mapping[str, Sequence[Finding]]]],
+             responses: list[ResponseRecord], judgments: dict[str, tuple[list[Judgment], dict[str, str]]],
              batch: list[tuple[Operation, Future[Any] | None]]) -> None:
         try:
             with Store(self.path, recover=False, memory_limit=self.memory_limit) as store:
                 try:
+                    store.write_planned([chunk for _, chunk, _ in planned])
+                    found: dict[str, dict[str, Sequence[Finding]]] = {}
+                    for run_id, _, findings in planned:
+                        found.setdefault(run_id, {}).update(findings)
+                    for run_id, findings in found.items():
+                        store.save_findings(run_id, findings, replace_all=False)
                     store.write_responses(responses)
                     for run_id, (queued, keys) in judgments.items():
                         store.save_judgments(run_id, queued, keys, replace_all=False)

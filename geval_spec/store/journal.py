@@ -2,7 +2,11 @@
 
 One ``write`` per response to ``<db>.journal/<run>.jsonl``: a JSON line with
 the record's fields and the body's length in bytes, then the body exactly as
-it was received (not escaped into JSON again), then a newline. The run holds an
+it was received (not escaped into JSON again), then a newline. Before any
+request of a chunk is sent, the chunk's requests are written too, as one JSON
+line ``{"planned": ...}`` (:class:`~geval_spec.store.records.Planned`): the
+store then gets them in the run's next session, and a killed run's journal
+replays them with their answers. The run holds an
 exclusive ``flock`` on its journal while it is alive, so another process can
 tell a live run's journal (leave it alone) from a killed run's (replay it
 into the store, then remove it). The lock goes with the process: a killed
@@ -16,7 +20,7 @@ import json
 import os
 from pathlib import Path
 
-from geval_spec.store.records import ResponseRecord
+from geval_spec.store.records import Planned, ResponseRecord
 
 
 class Journal:
@@ -35,6 +39,10 @@ class Journal:
         header = record.header()
         header["body_bytes"] = len(body) if record.body is not None else None
         os.write(self._fd, json.dumps(header).encode("utf-8") + b"\n" + body + b"\n")
+
+    def write_planned(self, planned: Planned) -> None:
+        if self._fd is not None:
+            os.write(self._fd, json.dumps({"planned": planned.to_json()}, ensure_ascii=False).encode("utf-8") + b"\n")
 
     def close(self) -> None:
         """Stop writing; the file stays (its records are merged into the store by whoever opens it next)."""
@@ -63,10 +71,12 @@ def abandoned(path: Path) -> bool:
     return True
 
 
-def read_journal(path: Path) -> list[ResponseRecord]:
-    """The records of a journal; a record cut short by a kill is left out."""
+def read_journal(path: Path) -> tuple[list[Planned], list[ResponseRecord]]:
+    """The planned requests and the responses of a journal; a record cut short by a kill is left out (and what
+    follows it: nothing is written after a kill)."""
     data = path.read_bytes()
-    records = []
+    planned: list[Planned] = []
+    records: list[ResponseRecord] = []
     pos = 0
     while pos < len(data):
         end = data.find(b"\n", pos)
@@ -74,6 +84,10 @@ def read_journal(path: Path) -> list[ResponseRecord]:
             break
         try:
             header = json.loads(data[pos:end])
+            if "planned" in header:
+                planned.append(Planned.from_json(header["planned"]))
+                pos = end + 1
+                continue
             size = header.pop("body_bytes", None)
             body = None
             pos = end + 1
@@ -85,4 +99,4 @@ def read_journal(path: Path) -> list[ResponseRecord]:
             records.append(ResponseRecord.of(header, body))
         except (ValueError, TypeError, UnicodeDecodeError):
             break
-    return records
+    return planned, records

@@ -11,8 +11,9 @@ import secrets
 import time
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timezone
-from typing import Any, Literal
+from typing import Any, Literal, Sequence
 
+from geval_spec.judge.types import Request
 from geval_spec.spec.load import ResolvedSpec
 from geval_spec.spec.sections import Judge
 
@@ -150,6 +151,65 @@ class ResponseRecord:
             body = header["body"]
         known = {f.name for f in fields(cls)} - {"body"}
         return cls(body=body, **{k: v for k, v in header.items() if k in known})
+
+
+RequestRow = tuple[str, str, str, int, int, str]  # requests: hash, model, body_json, sample, n, created_at
+LinkRow = tuple[str, str, str, str, str, int, int]  # run_requests: run_id, hash, case_id, judge, purpose, sample, position
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A chunk of a run's planned requests as the store keeps them: a ``requests`` row for each distinct request,
+    and a ``run_requests`` row for each (request, judge, purpose) of the run, with its position.
+
+    A run journals a chunk before it sends any of it, then hands it to the store's gate, which writes it at the start
+    of its next session (before that session's answers and judgments): a killed run's journal replays the requests
+    with their answers, and the run waits for no session before sending.
+    """
+
+    requests: tuple[RequestRow, ...]
+    links: tuple[LinkRow, ...]
+
+    @classmethod
+    def of(cls, run_id: str, requests: Sequence[Request], start: int) -> "Planned":
+        stamp = now()
+        seen: dict[str, RequestRow] = {}
+        keyed: dict[tuple[str, str, str], LinkRow] = {}
+        for i, r in enumerate(requests):
+            if r.hash not in seen:
+                body = r.body_text or json.dumps(r.body, ensure_ascii=False, sort_keys=True)
+                seen[r.hash] = (r.hash, r.model, body, r.sample, r.n, stamp)
+            keyed.setdefault((r.hash, r.judge, r.purpose), (run_id, r.hash, r.case_id, r.judge, r.purpose, r.sample,
+                                                            start + i))
+        return cls(tuple(seen.values()), tuple(keyed.values()))
+
+    @classmethod
+    def merged(cls, chunks: Sequence["Planned"]) -> "Planned":
+        """One chunk of several: a request, or a (run, request, judge, purpose), kept once (its first row)."""
+        if len(chunks) == 1:
+            return chunks[0]
+        requests: dict[str, RequestRow] = {}
+        links: dict[tuple[str, str, str, str], LinkRow] = {}
+        for chunk in chunks:
+            for row in chunk.requests:
+                requests.setdefault(row[0], row)
+            for link in chunk.links:
+                links.setdefault((link[0], link[1], link[3], link[4]), link)
+        return cls(tuple(requests.values()), tuple(links.values()))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"requests": [list(r) for r in self.requests], "links": [list(r) for r in self.links]}
+
+    @classmethod
+    def from_json(cls, data: Any) -> "Planned":
+        """Read :meth:`to_json`'s form back; a ValueError for anything else."""
+        try:
+            requests = tuple((str(h), str(m), str(b), int(s), int(n), str(t)) for h, m, b, s, n, t in data["requests"])
+            links = tuple((str(run), str(h), str(c), str(j), str(p), int(s), int(pos))
+                          for run, h, c, j, p, s, pos in data["links"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"not a planned chunk: {exc}") from None
+        return cls(requests, links)
 
 
 @dataclass(frozen=True)

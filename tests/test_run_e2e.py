@@ -147,6 +147,24 @@ def test_fallback_samples_is_recorded(tmp_path):
         assert cli("run", "demo", cwd=root).code == 0 and srv.state.total == before
 
 
+def test_a_run_stopped_during_its_fallback_does_not_pay_the_fallback_answers_again(tmp_path):
+    """No logprobs, fallback direct: a run stopped after its fallback answers arrived (but before its judgments were
+    stored) resumes without sending them again, as it does with the first requests."""
+    with FakeOpenAI(ServerConfig(logprobs=False)) as srv:
+        root = make_project(tmp_path, srv.base_url, n=6, scoring_extra="  fallback: direct\n", client="openai-http")
+        res = cli("run", "demo", cwd=root)
+        assert res.code == 0, res.err
+        expected = {c: j.score for c, j in judgments(root, last_line(res.out)).items()}
+        with Store(root / ".geval" / "results.duckdb") as store:  # as if killed before the judgments were stored
+            store.con.execute("DELETE FROM judgments")
+            store.con.execute("UPDATE runs SET status = 'interrupted'")
+        before = srv.state.total
+        res = cli("run", "demo", cwd=root)
+        assert res.code == 0, res.err
+        assert srv.state.total == before
+        assert {c: j.score for c, j in judgments(root, last_line(res.out)).items()} == expected
+
+
 @pytest.mark.parametrize("supports_n", [True, False])
 def test_samples_method(tmp_path, server, supports_n):
     extra = "  samples: 4\n"

@@ -62,8 +62,12 @@ def test_planned_requests_in_the_journal_reach_the_store_with_their_answers(tmp_
                                          3))
         journal.write(record("c"))
     journal.close()
-    with (db.with_name(db.name + ".journal") / "run_x.jsonl").open("a") as fh:
-        fh.write('{"planned": {"requests": [["d", "m", "{}", 0, 1, "t"]], "li')  # cut short by the kill
+    folder = db.with_name(db.name + ".journal")
+    with (folder / "run_x.planned").open("a") as fh:
+        fh.write('{"requests": [["d", "m", "{}", 0, 1, "t"]], "li')  # cut short by the kill
+    # the responses' file holds responses only: releases before planned files read every line of it as one
+    lines = (folder / "run_x.jsonl").read_bytes().split(b"\n")
+    assert [line[:16] for line in lines[::2] if line] == [b'{"request_hash":'] * 2  # a header, its body, ...
     with Store(db) as store:
         assert store.recovered == 2
         assert store.answered(["a", "b", "c"]) == {"a", "c"}
@@ -72,6 +76,27 @@ def test_planned_requests_in_the_journal_reach_the_store_with_their_answers(tmp_
             ("c", '{"model": "m", "text": "\\n"}')]
         assert store.con.execute("SELECT request_hash, case_id, position FROM run_requests ORDER BY 1").fetchall() \
             == [("a", "c1", 0), ("b", "c2", 1), ("c", "c4", 3)]
+        assert not list(store.journal_dir.iterdir())
+
+
+def test_a_planned_file_left_without_its_journal_is_replayed(tmp_path):
+    """A release before planned files replays and removes the journal but leaves ``<run>.planned``: the next
+    store to open stores its requests and removes it. A live run's planned file (its journal there) stays."""
+    from geval_spec.store.records import Planned
+
+    db = tmp_path / "r.duckdb"
+    with Store(db) as store:
+        old = store.journal("run_old")
+        old.write_planned(Planned.of("run_old", [planned_request("a", "c1")], 0))
+        old.close()
+        (store.journal_dir / "run_old.jsonl").unlink()
+        live = store.journal("run_live")
+        live.write_planned(Planned.of("run_live", [planned_request("b", "c1")], 0))
+    with Store(db) as store:
+        assert store.con.execute("SELECT request_hash FROM requests").fetchall() == [("a",)]
+        assert sorted(p.name for p in store.journal_dir.iterdir()) == ["run_live.jsonl", "run_live.planned"]
+    live.discard()
+    assert not list(store.journal_dir.iterdir())
 
 
 def test_a_journal_of_responses_alone_still_replays(tmp_path):
@@ -118,6 +143,42 @@ def test_gate_thread_commits_everything_in_short_sessions(tmp_path):
     with Store(db, wait=5) as store:  # another connection gets in between the gate's sessions
         assert len(store.answered([f"h{i}" for i in range(300)])) == 300
     gate.close()
+
+
+def test_after_a_failed_session_the_gate_writes_nothing_more(tmp_path, monkeypatch):
+    """A session that fails loses its planned requests and their findings (the journal keeps the requests); a later
+    session must not store judgments, which would then lack their case's findings (a rerun reuses them as they
+    are). The run gets the error at its next call."""
+    from geval_spec.judge.types import Judgment
+    from geval_spec.store import gate as gatemod
+    from geval_spec.store.records import Planned
+
+    db = tmp_path / "r.duckdb"
+    Store(db).close()
+    real = gatemod.Store.write_planned
+    calls = []
+
+    def failing(self, chunks):
+        calls.append(len(chunks))
+        if len(calls) == 1:
+            raise OSError("disk full")
+        real(self, chunks)
+
+    monkeypatch.setattr(gatemod.Store, "write_planned", failing)
+    gate = StoreGate(db, interval=0.01)
+    gate.add_planned("run_x", Planned.of("run_x", [planned_request("a", "c1")], 0), {})
+    gate.nudge()
+    deadline = time.monotonic() + 10
+    while gate._error is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    gate._judgments["run_x"] = ([Judgment.invalid("c1", "j", "logprobs", "x")], {})  # queued meanwhile
+    with gate._cond:
+        gate._cond.notify()
+    with pytest.raises(StoreError, match="disk full"):
+        gate.close()
+    with Store(db) as store:
+        assert store.con.execute("SELECT count(*) FROM judgments").fetchone() == (0,)
+    assert calls == [1]
 
 
 def test_newer_schema_is_refused(tmp_path):

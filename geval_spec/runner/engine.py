@@ -302,6 +302,13 @@ class Engine:
         out = [r for r in unique(requests) if r.hash not in self.sent]  # identical prompts: one request for all
         self.sent.update(r.hash for r in out)
         self.progress.total += len(out)
+        if self.reuse_answers and out:  # a run stopped midway received some of them already: not sent again
+            stored = await self._stored(lambda store: store.ok_responses([r.hash for r in out]))
+            for r in out:
+                if r.hash in stored:
+                    self.progress.cached += 1
+                    self._resolve(r.hash, completion=completion_of(stored[r.hash], r.model))
+            out = [r for r in out if r.hash not in stored]
         return out
 
     def _check_outage(self) -> None:

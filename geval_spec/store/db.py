@@ -32,7 +32,7 @@ from geval_spec.errors import Problem, RefError, StoreError
 from geval_spec.judge.types import Recorded, Request
 from geval_spec.spec.load import ResolvedSpec
 from geval_spec.store.batches import BatchTable
-from geval_spec.store.journal import Journal, abandoned, read_journal
+from geval_spec.store.journal import Journal, replay_journals
 from geval_spec.store.records import Planned, ResponseRecord, RunInfo, RunJudge, RunKind, RunSettings, RunStatus, Usage, now
 from geval_spec.store.judgments import JudgmentTables
 from geval_spec.store.schema import SCHEMA_VERSION, create_or_migrate, replace_views, views_current
@@ -284,16 +284,7 @@ class Store(JudgmentTables, BatchTable, ShardTables):
 
     def _recover_journals(self) -> int:
         """Replay the journals of runs whose process is gone; mark those runs interrupted."""
-        recovered = 0
-        gone: set[str] = set()
-        if self.journal_dir.is_dir():
-            for path in sorted(self.journal_dir.glob("*.jsonl")):
-                if abandoned(path):
-                    planned, responses = read_journal(path)
-                    self.write_planned(planned)
-                    recovered += self.write_responses(responses)
-                    gone.add(path.stem)
-                    path.unlink(missing_ok=True)
+        recovered, gone = replay_journals(self.journal_dir, self.write_planned, self.write_responses)
         running = [r[0] for r in self.con.execute("SELECT run_id FROM runs WHERE status = 'running' AND kind = 'run'")
                    .fetchall()]
         dead = [run_id for run_id in running

@@ -11,6 +11,9 @@ and closes the file between batches: at most about one session per
 ``report``, a second run or a plain DuckDB reader can open the file. Responses are in the run's journal before
 they reach the gate, so a kill loses nothing.
 
+After a session that fails, the gate writes nothing more: the run stops
+with the error at its next call, and its journal stays for the next run.
+
 Sessions run within a DuckDB memory limit (GEVAL_STORE_MEMORY). A store can
 outgrow it (DuckDB holds the key indexes a statement touches in memory): the
 store runs a statement or transaction that runs out of memory again with
@@ -176,6 +179,9 @@ class StoreGate:
     def _run(self, planned: list[tuple[str, Planned, Mapping[str, Sequence[Finding]]]],
              responses: list[ResponseRecord], judgments: dict[str, tuple[list[Judgment], dict[str, str]]],
              batch: list[tuple[Operation, Future[Any] | None]]) -> None:
+        if self._error is not None:  # after a failed session nothing more is written: its planned requests and
+            self._fail(batch)        # their findings are lost to this run (the journal keeps the requests and the
+            return                   # answers), and a judgment must not be stored without its case's findings
         try:
             with Store(self.path, recover=False, memory_limit=self.memory_limit) as store:
                 try:
@@ -203,6 +209,9 @@ class StoreGate:
                         self.memory_limit = store.memory_limit
         except BaseException as exc:  # surfaced to the run on its next put, call or close
             self._error = exc
-            for _, future in batch:
-                if future is not None and not future.done():
-                    future.set_exception(StoreError(f"cannot use the results database: {exc}"))
+            self._fail(batch)
+
+    def _fail(self, batch: list[tuple[Operation, Future[Any] | None]]) -> None:
+        for _, future in batch:
+            if future is not None and not future.done():
+                future.set_exception(StoreError(f"cannot use the results database: {self._error}"))

@@ -3,10 +3,13 @@
 One ``write`` per response to ``<db>.journal/<run>.jsonl``: a JSON line with
 the record's fields and the body's length in bytes, then the body exactly as
 it was received (not escaped into JSON again), then a newline. Before any
-request of a chunk is sent, the chunk's requests are written too, as one JSON
-line ``{"planned": ...}`` (:class:`~geval_spec.store.records.Planned`): the
-store then gets them in the run's next session, and a killed run's journal
-replays them with their answers. The run holds an
+request of a chunk is sent, the chunk's requests are written to
+``<run>.planned`` beside it, one JSON line a chunk
+(:class:`~geval_spec.store.records.Planned`): the store gets them in the
+run's next session, and a killed run's journal replays them with their
+answers. (A file of its own: geval-spec releases before it read every line
+of ``<run>.jsonl`` as a response, and would stop at the first other line.)
+The run holds an
 exclusive ``flock`` on its journal while it is alive, so another process can
 tell a live run's journal (leave it alone) from a killed run's (replay it
 into the store, then remove it). The lock goes with the process: a killed
@@ -19,6 +22,7 @@ import fcntl
 import json
 import os
 from pathlib import Path
+from typing import Callable, Sequence
 
 from geval_spec.store.records import Planned, ResponseRecord
 
@@ -29,8 +33,10 @@ class Journal:
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
+        self.planned_path = planned_path(path)
         self._fd: int | None = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        self._planned_fd: int | None = None  # opened at the first chunk
 
     def write(self, record: ResponseRecord) -> None:
         if self._fd is None:
@@ -41,19 +47,38 @@ class Journal:
         os.write(self._fd, json.dumps(header).encode("utf-8") + b"\n" + body + b"\n")
 
     def write_planned(self, planned: Planned) -> None:
-        if self._fd is not None:
-            os.write(self._fd, json.dumps({"planned": planned.to_json()}, ensure_ascii=False).encode("utf-8") + b"\n")
+        if self._fd is None:
+            return
+        if self._planned_fd is None:
+            self._planned_fd = os.open(self.planned_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        os.write(self._planned_fd, json.dumps(planned.to_json(), ensure_ascii=False).encode("utf-8") + b"\n")
 
     def close(self) -> None:
-        """Stop writing; the file stays (its records are merged into the store by whoever opens it next)."""
+        """Stop writing; the files stay (their records are merged into the store by whoever opens it next)."""
+        if self._planned_fd is not None:
+            os.close(self._planned_fd)
+            self._planned_fd = None
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
 
     def discard(self) -> None:
-        """Remove the journal: everything in it is in the store."""
+        """Remove the journal: everything in it is in the store. (The planned file first: one left without its
+        journal is replayed and removed by the next store that opens, see :func:`orphan_planned`.)"""
+        self.planned_path.unlink(missing_ok=True)
         self.path.unlink(missing_ok=True)
         self.close()
+
+
+def planned_path(journal: Path) -> Path:
+    """The file of a journal's planned requests: ``<run>.planned`` beside ``<run>.jsonl``."""
+    return journal.with_suffix(".planned")
+
+
+def orphan_planned(folder: Path) -> list[Path]:
+    """Planned files whose journal is gone: its run ended between removing the two, or a geval-spec release
+    before planned files replayed the journal and left this file alone. Their rows are safe to replay."""
+    return [p for p in sorted(folder.glob("*.planned")) if not p.with_suffix(".jsonl").exists()]
 
 
 def abandoned(path: Path) -> bool:
@@ -71,11 +96,26 @@ def abandoned(path: Path) -> bool:
     return True
 
 
+def read_planned(path: Path) -> list[Planned]:
+    """The chunks of a planned file (none when there is no file); a chunk cut short by a kill is left out."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return []
+    planned = []
+    for line in data.split(b"\n")[:-1]:  # the part after the last newline was cut short
+        try:
+            planned.append(Planned.from_json(json.loads(line)))
+        except (ValueError, UnicodeDecodeError):
+            break
+    return planned
+
+
 def read_journal(path: Path) -> tuple[list[Planned], list[ResponseRecord]]:
-    """The planned requests and the responses of a journal; a record cut short by a kill is left out (and what
-    follows it: nothing is written after a kill)."""
+    """The planned requests (from the planned file beside it) and the responses of a journal; a record cut short
+    by a kill is left out."""
+    planned = read_planned(planned_path(path))
     data = path.read_bytes()
-    planned: list[Planned] = []
     records: list[ResponseRecord] = []
     pos = 0
     while pos < len(data):
@@ -84,10 +124,6 @@ def read_journal(path: Path) -> tuple[list[Planned], list[ResponseRecord]]:
             break
         try:
             header = json.loads(data[pos:end])
-            if "planned" in header:
-                planned.append(Planned.from_json(header["planned"]))
-                pos = end + 1
-                continue
             size = header.pop("body_bytes", None)
             body = None
             pos = end + 1
@@ -100,3 +136,25 @@ def read_journal(path: Path) -> tuple[list[Planned], list[ResponseRecord]]:
         except (ValueError, TypeError, UnicodeDecodeError):
             break
     return planned, records
+
+
+def replay_journals(folder: Path, write_planned: Callable[[Sequence[Planned]], None],
+                    write_responses: Callable[[Sequence[ResponseRecord]], int]) -> tuple[int, set[str]]:
+    """Write the journals in ``folder`` whose runs are gone (their requests, then their answers) and remove them;
+    then the planned files left without a journal. Returns (responses written, the runs whose journals they were)."""
+    recovered = 0
+    gone: set[str] = set()
+    if not folder.is_dir():
+        return recovered, gone
+    for path in sorted(folder.glob("*.jsonl")):
+        if abandoned(path):
+            planned, responses = read_journal(path)
+            write_planned(planned)
+            recovered += write_responses(responses)
+            gone.add(path.stem)
+            planned_path(path).unlink(missing_ok=True)
+            path.unlink(missing_ok=True)
+    for path in orphan_planned(folder):
+        write_planned(read_planned(path))
+        path.unlink(missing_ok=True)
+    return recovered, gone

@@ -99,6 +99,27 @@ def test_a_planned_file_left_without_its_journal_is_replayed(tmp_path):
     assert not list(store.journal_dir.iterdir())
 
 
+def test_a_journal_is_replayed_a_batch_at_a_time(tmp_path, monkeypatch):
+    """A long run's journal is hundreds of MB: replay writes it in batches (memory stays bounded), all of it."""
+    from geval_spec.store import journal as journalmod
+    from geval_spec.store.records import Planned
+
+    monkeypatch.setattr(journalmod, "REPLAY_BATCH", 2)
+    monkeypatch.setattr(journalmod, "REPLAY_CHUNKS", 2)
+    folder = tmp_path / "j"
+    journal = journalmod.Journal(folder / "run_x.jsonl")
+    for i in range(5):
+        journal.write_planned(Planned.of("run_x", [planned_request(f"h{i}", f"c{i}")], i))
+        journal.write(record(f"h{i}"))
+    journal.close()
+    planned_sizes, response_sizes = [], []
+    recovered, gone = journalmod.replay_journals(
+        folder, lambda chunks: planned_sizes.append(len(chunks)),
+        lambda batch: response_sizes.append(len(batch)) or len(batch))
+    assert (recovered, gone, planned_sizes, response_sizes) == (5, {"run_x"}, [2, 2, 1], [2, 2, 1])
+    assert not list(folder.iterdir())
+
+
 def test_a_journal_of_responses_alone_still_replays(tmp_path):
     """Journals written before planned requests were journaled hold responses only."""
     from geval_spec.store.journal import read_journal

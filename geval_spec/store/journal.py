@@ -22,9 +22,11 @@ import fcntl
 import json
 import os
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Iterator, Sequence, TypeVar
 
 from geval_spec.store.records import Planned, ResponseRecord
+
+T = TypeVar("T")
 
 
 class Journal:
@@ -96,65 +98,93 @@ def abandoned(path: Path) -> bool:
     return True
 
 
-def read_planned(path: Path) -> list[Planned]:
-    """The chunks of a planned file (none when there is no file); a chunk cut short by a kill is left out."""
+REPLAY_BATCH = 2_000  # responses written to the store at a time while a journal is replayed (memory stays bounded)
+REPLAY_CHUNKS = 8  # planned chunks (up to 500 cases each) written at a time
+
+
+def iter_planned(path: Path) -> Iterator[Planned]:
+    """The chunks of a planned file (none when there is no file), read a line at a time; a chunk cut short by a
+    kill ends the file."""
     try:
-        data = path.read_bytes()
+        fh = path.open("rb")
     except FileNotFoundError:
-        return []
-    planned = []
-    for line in data.split(b"\n")[:-1]:  # the part after the last newline was cut short
-        try:
-            planned.append(Planned.from_json(json.loads(line)))
-        except (ValueError, UnicodeDecodeError):
-            break
-    return planned
+        return
+    with fh:
+        for line in fh:
+            if not line.endswith(b"\n"):
+                return
+            try:
+                chunk = Planned.from_json(json.loads(line))
+            except (ValueError, UnicodeDecodeError):
+                return
+            yield chunk
+
+
+def iter_responses(path: Path) -> Iterator[ResponseRecord]:
+    """The responses of a journal, read one at a time; a record cut short by a kill ends the file."""
+    with path.open("rb") as fh:
+        while True:
+            line = fh.readline()
+            if not line.endswith(b"\n"):
+                return
+            try:
+                header = json.loads(line)
+                size = header.pop("body_bytes", None)
+                body = None
+                if size is not None:
+                    if type(size) is not int or size < 0:
+                        return
+                    raw = fh.read(size + 1)
+                    if len(raw) != size + 1 or raw[-1:] != b"\n":
+                        return  # cut short
+                    body = raw[:-1].decode("utf-8")
+                record = ResponseRecord.of(header, body)
+            except (ValueError, TypeError, UnicodeDecodeError, AttributeError):
+                return
+            yield record
+
+
+def read_planned(path: Path) -> list[Planned]:
+    return list(iter_planned(path))
 
 
 def read_journal(path: Path) -> tuple[list[Planned], list[ResponseRecord]]:
-    """The planned requests (from the planned file beside it) and the responses of a journal; a record cut short
-    by a kill is left out."""
-    planned = read_planned(planned_path(path))
-    data = path.read_bytes()
-    records: list[ResponseRecord] = []
-    pos = 0
-    while pos < len(data):
-        end = data.find(b"\n", pos)
-        if end < 0:
-            break
-        try:
-            header = json.loads(data[pos:end])
-            size = header.pop("body_bytes", None)
-            body = None
-            pos = end + 1
-            if size is not None:
-                if pos + size + 1 > len(data) or data[pos + size:pos + size + 1] != b"\n":
-                    break  # cut short
-                body = data[pos:pos + size].decode("utf-8")
-                pos += size + 1
-            records.append(ResponseRecord.of(header, body))
-        except (ValueError, TypeError, UnicodeDecodeError):
-            break
-    return planned, records
+    """The planned requests (from the planned file beside it) and the responses of a journal, whole."""
+    return read_planned(planned_path(path)), list(iter_responses(path))
+
+
+def _batches(items: Iterable[T], size: int) -> Iterator[list[T]]:
+    batch: list[T] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
 def replay_journals(folder: Path, write_planned: Callable[[Sequence[Planned]], None],
                     write_responses: Callable[[Sequence[ResponseRecord]], int]) -> tuple[int, set[str]]:
-    """Write the journals in ``folder`` whose runs are gone (their requests, then their answers) and remove them;
-    then the planned files left without a journal. Returns (responses written, the runs whose journals they were)."""
+    """Write the journals in ``folder`` whose runs are gone (their requests, then their answers, a batch at a time:
+    the journal of a long run is hundreds of MB) and remove them; then the planned files left without a journal.
+    Returns (responses written, the runs whose journals they were). Killed midway, it is done again by the next
+    store to open: what was written already is kept once."""
     recovered = 0
     gone: set[str] = set()
     if not folder.is_dir():
         return recovered, gone
     for path in sorted(folder.glob("*.jsonl")):
         if abandoned(path):
-            planned, responses = read_journal(path)
-            write_planned(planned)
-            recovered += write_responses(responses)
+            for chunks in _batches(iter_planned(planned_path(path)), REPLAY_CHUNKS):
+                write_planned(chunks)
+            for responses in _batches(iter_responses(path), REPLAY_BATCH):
+                recovered += write_responses(responses)
             gone.add(path.stem)
             planned_path(path).unlink(missing_ok=True)
             path.unlink(missing_ok=True)
     for path in orphan_planned(folder):
-        write_planned(read_planned(path))
+        for chunks in _batches(iter_planned(path), REPLAY_CHUNKS):
+            write_planned(chunks)
         path.unlink(missing_ok=True)
     return recovered, gone

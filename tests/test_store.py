@@ -53,7 +53,8 @@ def test_planned_requests_in_the_journal_reach_the_store_with_their_answers(tmp_
 
     db = tmp_path / "r.duckdb"
     with Store(db) as store:
-        store.add_requests("run_x", [planned_request("a", "c1", '{"model": "m", "stored": "first"}')], start=0)
+        store.write_planned([Planned.of("run_x", [planned_request("a", "c1", '{"model": "m", "stored": "first"}')],
+                                        0)])
         journal = store.journal("run_x")
         journal.write_planned(Planned.of("run_x", [planned_request("a", "c1"), planned_request("b", "c2"),
                                                    planned_request("b", "c3")], 0))
@@ -122,14 +123,14 @@ def test_a_journal_is_replayed_a_batch_at_a_time(tmp_path, monkeypatch):
 
 def test_a_journal_of_responses_alone_still_replays(tmp_path):
     """Journals written before planned requests were journaled hold responses only."""
-    from geval_spec.store.journal import read_journal
+    from geval_spec.store.journal import iter_planned, iter_responses, planned_path
 
     path = tmp_path / "old.jsonl"
     body = '{"choices": []}'
     path.write_text('{"request_hash": "a", "run_id": "run_x", "attempt": 0, "ok": true, "status": 200, '
                     '"kind": null, "error": null, "prompt_tokens": 1, "completion_tokens": 1, "cost": null, '
                     f'"latency_ms": 1.0, "received_at": "t", "body_bytes": {len(body)}}}\n{body}\n')
-    planned, responses = read_journal(path)
+    planned, responses = list(iter_planned(planned_path(path))), list(iter_responses(path))
     assert planned == [] and [(r.request_hash, r.body) for r in responses] == [("a", body)]
 
 

@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from geval_spec.dataset.cases import Case
 from geval_spec.errors import Problem, RefError, StoreError
-from geval_spec.judge.types import Recorded, Request
+from geval_spec.judge.types import Recorded
 from geval_spec.spec.load import ResolvedSpec
 from geval_spec.store.batches import BatchTable
 from geval_spec.store.journal import Journal, replay_journals
@@ -322,10 +322,6 @@ class Store(JudgmentTables, BatchTable, ShardTables):
             self.insert(c, "run_requests", planned.links, ignore=ignore)
 
         self.insert_new(work)
-
-    def add_requests(self, run_id: str, requests: Sequence[Request], start: int = 0) -> None:
-        if requests:
-            self.write_planned([Planned.of(run_id, requests, start)])
 
     def finished(self, run_id: str) -> bool:
         """The run exists, completed, with a judgment for every case and none left unanswered by a transport

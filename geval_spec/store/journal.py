@@ -9,11 +9,11 @@ request of a chunk is sent, the chunk's requests are written to
 run's next session, and a killed run's journal replays them with their
 answers. (A file of its own: geval-spec releases before it read every line
 of ``<run>.jsonl`` as a response, and would stop at the first other line.)
-The run holds an
-exclusive ``flock`` on its journal while it is alive, so another process can
-tell a live run's journal (leave it alone) from a killed run's (replay it
-into the store, then remove it). The lock goes with the process: a killed
-run's journal is free at once.
+
+The run holds an exclusive ``flock`` on its journal while it is alive, so
+another process can tell a live run's journal (leave it alone) from a killed
+run's (replay it into the store, then remove it). The lock goes with the
+process: a killed run's journal is free at once.
 """
 
 from __future__ import annotations
@@ -142,15 +142,6 @@ def iter_responses(path: Path) -> Iterator[ResponseRecord]:
             except (ValueError, TypeError, UnicodeDecodeError, AttributeError):
                 return
             yield record
-
-
-def read_planned(path: Path) -> list[Planned]:
-    return list(iter_planned(path))
-
-
-def read_journal(path: Path) -> tuple[list[Planned], list[ResponseRecord]]:
-    """The planned requests (from the planned file beside it) and the responses of a journal, whole."""
-    return read_planned(planned_path(path)), list(iter_responses(path))
 
 
 def _batches(items: Iterable[T], size: int) -> Iterator[list[T]]:

@@ -67,10 +67,20 @@ def secret_values(environ: Iterable[tuple[str, str]] | None = None) -> tuple[str
     """The values of the credential variables of the environment, longest first."""
     if environ is None:
         env = os.environ
-        raw = tuple(env[k] for k in env if is_secret_name(k))
+        keys = getattr(env, "_data", None)  # CPython's encoded names: their tuple is cheap to make and compare
+        names = _secret_names(tuple(keys)) if isinstance(keys, dict) else tuple(k for k in env if is_secret_name(k))
+        raw = tuple(v for v in map(env.get, names) if v is not None)
     else:
         raw = tuple(v for k, v in environ if is_secret_name(k))
     return _longest_first(raw)
+
+
+@lru_cache(maxsize=8)
+def _secret_names(keys: tuple[bytes | str, ...]) -> tuple[str, ...]:
+    """The credential variables among the environment's names (as os.environ keeps them), asked once per set of
+    names instead of decoding every name for every response."""
+    names = (os.fsdecode(k) for k in keys)
+    return tuple(n for n in names if is_secret_name(n))
 
 
 @lru_cache(maxsize=8)
@@ -130,6 +140,26 @@ def may_hold_secret(text: str, values: tuple[str, ...]) -> bool:
         text = text.translate(_ASCII_FOLDS)
     lower = text.lower()
     return any(n in lower for n in _NEEDLES_ANY_CASE)
+
+
+# JSON text decodes to its own characters except at a backslash: \" \\ \b \f \n \r \t stand for characters that
+# no secret pattern's substring holds; \/ and \uXXXX may stand for any (so a text with them is walked string by
+# string).
+_JSON_ESCAPED = frozenset('"\\\b\f\n\r\t')
+
+
+def json_text_is_clean(text: str, values: tuple[str, ...]) -> bool:
+    """True only when no string of the JSON document ``text`` (keys included) holds a secret.
+
+    Every string of the document is then a run of ``text``'s own characters, and a secret in one would leave in
+    ``text`` one of the substrings :func:`may_hold_secret` looks for: one look at the whole body instead of one
+    per string. False means "maybe": redact the decoded value (:func:`redact_json`).
+    """
+    if "\\u" in text or "\\/" in text:
+        return False
+    if any(_JSON_ESCAPED.intersection(v) for v in values):  # such a value is written escaped in the text
+        return False
+    return not may_hold_secret(text, values)
 
 
 def secret_spans(text: str, values: tuple[str, ...] | None = None) -> list[tuple[int, int]]:

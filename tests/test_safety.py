@@ -288,6 +288,75 @@ def test_the_case_folds_are_all_the_letters_beyond_ascii():
         assert re.fullmatch(f"(?i){r._ASCII_FOLDS[ord(ch)]}", ch)
 
 
+def _body(pieces: list[str], cut: list[int], key_piece: str) -> dict:
+    """A chat completion whose content, token split, top alternatives and one key are made of ``pieces``."""
+    content = "".join(pieces)
+    spelled = content if len(cut) % 2 else "".join(pieces[1:])  # the tokens spell the content, or other text
+    bounds = sorted({0, len(spelled), *(c % (len(spelled) + 1) for c in cut)})
+    tokens = [spelled[a:b] for a, b in zip(bounds, bounds[1:])]
+    return {"id": "c1", key_piece: 1, "system_fingerprint": "".join(reversed(pieces)), "choices": [{
+        "message": {"role": "assistant", "content": content if cut[:1] != [0] else None},
+        "logprobs": {"content": [{"token": t, "logprob": -0.5, "bytes": list(t.encode()),
+                                  "top_logprobs": [{"token": t[::-1], "logprob": -1.0}]} for t in tokens]},
+        "finish_reason": "stop"}]}
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(_FOLDED_SECRETISH + ["s3cr3t-value-xyz", 'quo"te-secret\\x']),
+                          st.text(max_size=10), st.sampled_from([" ", "\n", "/", "\\", '"', ":", "-", "://"])),
+                max_size=8),
+       st.lists(st.integers(0, 200), max_size=6), st.sampled_from(["usage", "api_key=zz", "s3cr3t-value-xyz", "x/y"]),
+       st.sampled_from(["plain", "ascii", "slashes"]), st.sampled_from(["s3cr3t-value-xyz", 'quo"te-secret\\x']))
+def test_a_body_let_through_whole_is_one_the_string_walk_would_not_change(pieces, cut, key_piece, encoding, value):
+    """redact_body's one look at the received text (and at the text its tokens spell) may let a body through
+    unchanged only when masking every string of it would change nothing: secrets written with JSON escapes
+    (\\u, \\/), in keys, in alternatives, split across tokens, or in a value that JSON escapes."""
+    data = _body(pieces, cut, key_piece)
+    text = json.dumps(data, ensure_ascii=encoding == "ascii")
+    if encoding == "slashes":
+        text = text.replace("/", "\\/")
+    old = os.environ.get("GEVAL_TEST_API_KEY")
+    os.environ["GEVAL_TEST_API_KEY"] = value
+    try:
+        walked = redact_body(data)
+        seen = redact_body(json.loads(text), text)
+    finally:
+        if old is None:
+            del os.environ["GEVAL_TEST_API_KEY"]
+        else:
+            os.environ["GEVAL_TEST_API_KEY"] = old
+    assert seen == walked
+
+
+@pytest.mark.parametrize("piece, encoding, value", [
+    ("authorİzation: xyz", "ascii", "s3cr3t-value-xyz"),  # the İ written \\u0130: "authorization" is not in the text
+    ("https://user:pw@host/x", "slashes", "s3cr3t-value-xyz"),  # written https:\\/\\/: no "://"
+    ('quo"te-secret\\x', "plain", 'quo"te-secret\\x'),  # the value is written quo\\"te-secret\\\\x
+])
+def test_a_secret_hidden_by_a_json_escape_is_masked(piece, encoding, value, monkeypatch):
+    monkeypatch.setenv("GEVAL_TEST_API_KEY", value)
+    data = _body([piece], [], "usage")  # in the content and the fingerprint, not in what the tokens spell
+    text = json.dumps(data, ensure_ascii=encoding == "ascii")
+    text = text.replace("/", "\\/") if encoding == "slashes" else text
+    seen = redact_body(json.loads(text), text)
+    assert seen == redact_body(data) and seen["system_fingerprint"] != piece
+
+
+def test_a_secret_spelled_only_by_the_tokens_is_masked(monkeypatch):
+    """No one string of the body holds the key (the content is null): the tokens joined do."""
+    from geval_spec.judge.clients.base import completion_from_openai
+
+    key = "split-across-tokens-0123456789"
+    monkeypatch.setenv("GEVAL_TEST_API_KEY", key)
+    data = _body(["4 and ", key], [0, 12, 20], "usage")
+    data["system_fingerprint"] = "fp"
+    text = json.dumps(data)
+    assert key not in text
+    done = completion_from_openai(json.loads(text), "gpt-4.1-mini", 1.0, text=text)
+    assert done.raw_text is None and "".join(
+        t["token"] for t in done.raw["choices"][0]["logprobs"]["content"]) == "4 and [redacted]"
+
+
 @pytest.mark.parametrize("label", ["a` <img src=x onerror=alert(1)> `b", "``<script>alert(1)</script>", "x`"])
 def test_a_judge_label_cannot_put_html_into_the_markdown_report(tmp_path, label):
     """report.md goes into CI job summaries (rendered as Markdown): a backtick in a judge label once closed the code

@@ -16,7 +16,7 @@ import re
 from typing import Any, Mapping, Protocol
 
 from geval_spec.judge.types import Choice, Completion, JsonObject, Logprobs, RateInfo, Recorded
-from geval_spec.redact import MASK, redact, redact_json, secret_spans, secret_values
+from geval_spec.redact import MASK, json_text_is_clean, redact, redact_json, secret_spans, secret_values
 
 
 class TransportError(Exception):
@@ -152,8 +152,8 @@ def completion_from_openai(data: JsonObject, model: str, latency_ms: float,
     from geval_spec.judge import costs
 
     received = data
-    data = redact_body(data)
-    raw_text = text if text is not None and data == received else None
+    data = redact_body(data, text)
+    raw_text = text if text is not None and (data is received or data == received) else None
     if not isinstance(data, dict) or not isinstance(data.get("choices"), list) or not data["choices"]:
         raise TransportError("malformed", "response has no choices")
     choices = []
@@ -172,7 +172,7 @@ def completion_from_openai(data: JsonObject, model: str, latency_ms: float,
                       cached_tokens=cached, reasoning_tokens=reasoning, limits=limits, raw_text=raw_text)
 
 
-def redact_body(data: Any) -> Any:
+def redact_body(data: Any, text: str | None = None) -> Any:
     """A chat completion body with its secrets masked (see :mod:`geval_spec.redact`).
 
     Every text of the body is redacted. The logprobs are handled apart (they
@@ -180,10 +180,16 @@ def redact_body(data: Any) -> Any:
     tokens become ``[redacted]`` (so the tokens still spell the redacted text,
     and scores are read at the right place) and their alternatives and bytes
     are masked too.
+
+    ``text``, the JSON the body was decoded from, lets a body without a secret
+    through as it is (the same object) after one look at the whole text and at
+    the text its tokens spell, instead of a look at each of its strings.
     """
     if not isinstance(data, dict):
         return redact_json(data)
     values = secret_values()
+    if text is not None and json_text_is_clean(text, values) and not _tokens_spell_secret(data, values):
+        return data
     out: dict[str, Any] = {}
     for key, value in data.items():
         if key == "choices" and isinstance(value, list):
@@ -191,6 +197,21 @@ def redact_body(data: Any) -> Any:
         else:
             out[key] = redact_json(value, values)
     return out
+
+
+def _tokens_spell_secret(data: JsonObject, values: tuple[str, ...]) -> bool:
+    """Whether the chosen tokens of a choice, joined, hold a secret (that no one string of the body holds)."""
+    choices = data.get("choices")
+    for choice in choices if isinstance(choices, list) else ():
+        lp = choice.get("logprobs") if isinstance(choice, dict) else None
+        tokens = lp.get("content") if isinstance(lp, dict) else None
+        if isinstance(tokens, list) and secret_spans("".join(_token_texts(tokens)), values):
+            return True
+    return False
+
+
+def _token_texts(tokens: list[Any]) -> list[str]:
+    return [t["token"] if isinstance(t, dict) and isinstance(t.get("token"), str) else "" for t in tokens]
 
 
 def _redact_choice(choice: Any, values: tuple[str, ...]) -> Any:
@@ -209,7 +230,7 @@ def _redact_choice(choice: Any, values: tuple[str, ...]) -> Any:
 
 def _redact_tokens(tokens: list[Any], values: tuple[str, ...]) -> list[Any]:
     """Logprob tokens with those that spell part of a secret masked (their alternatives and bytes too)."""
-    texts: list[str] = [t["token"] if isinstance(t, dict) and isinstance(t.get("token"), str) else "" for t in tokens]
+    texts = _token_texts(tokens)
     spans = secret_spans("".join(texts), values)
     if not spans:
         return tokens

@@ -155,6 +155,24 @@ def test_rows_go_in_chunks_and_all_arrive(tmp_path, monkeypatch):
         assert rows == sorted((f"h{i}", 0) for i in range(10))
 
 
+@pytest.mark.parametrize("chunk", [2, 10_000])
+def test_rows_arrive_exactly_with_their_nulls_and_types(tmp_path, monkeypatch, chunk):
+    """Each column goes in as a NumPy array: numbers typed with a mask for NULL, text as objects. Whatever the
+    mix of NULLs, integers, fractions and text in a chunk, every value comes back as it went in."""
+    from geval_spec.store import db as dbmod
+
+    monkeypatch.setattr(dbmod, "INSERT_CHUNK", chunk)
+    rows = [(f"h{i}", "run", i % 3, None if i % 4 == 0 else f"body é {i}\x00", None if i % 2 else i * 1000,
+             None if i % 5 == 0 else 7, None, 2**31 - 1 if i == 1 else None, None if i == 2 else (1 if i % 3 else 0.25),
+             [None, 1.5, 12.0][i % 3], "2026-12-02T00:00:00Z", None if i == 3 else bool(i % 2))
+            for i in range(7)]
+    with Store(tmp_path / "r.duckdb") as store:
+        store.transaction(lambda c: store.insert(c, "answers", rows))
+        assert store.con.execute("SELECT * FROM answers ORDER BY request_hash").fetchall() == \
+            [tuple(float(v) if i in (8, 9) and v is not None else v for i, v in enumerate(r)) for r in rows]
+        assert store.con.execute("SELECT max(reasoning_tokens) FROM answers").fetchone() == (2**31 - 1,)
+
+
 def test_gate_thread_commits_everything_in_short_sessions(tmp_path):
     db = tmp_path / "r.duckdb"
     Store(db).close()

@@ -54,6 +54,28 @@ INSERT_CHUNK = 10_000  # rows per INSERT statement (see Store.insert)
 
 
 ENGINE_NAMES = ("connect", "Error", "ConstraintException")  # all the store uses of DuckDB's module
+_ROWS = "_geval_rows"  # the name a chunk of rows is scanned by (Store.insert)
+_NUMPY_TYPES = {"DOUBLE": "float64", "BIGINT": "int64", "INTEGER": "int64", "BOOLEAN": "bool"}
+
+
+def _columns(rows: Sequence[tuple[Any, ...]], types: Sequence[str]) -> dict[str, Any]:
+    """Rows as NumPy columns named c0, c1, ...: numbers and booleans typed, with a mask where a value is None
+    (NULL); text and anything else as Python objects, which DuckDB reads as they are."""
+    import numpy as np
+
+    out: dict[str, Any] = {}
+    for i, (values, kind) in enumerate(zip(zip(*rows), types)):
+        dtype = _NUMPY_TYPES.get(kind)
+        if dtype is None:
+            column = np.empty(len(values), dtype=object)
+            column[:] = values
+            out[f"c{i}"] = column
+            continue
+        missing = [v is None for v in values]
+        data = np.array([0 if v is None else v for v in values], dtype=dtype) if any(missing) else \
+            np.array(values, dtype=dtype)
+        out[f"c{i}"] = np.ma.masked_array(data, mask=missing) if any(missing) else data
+    return out
 
 
 def _duckdb() -> Any:
@@ -195,18 +217,20 @@ class Store(JudgmentTables, BatchTable, ShardTables):
         return Store._TYPES[table]
 
     def insert(self, cursor: Any, table: str, rows: Sequence[tuple[Any, ...]], ignore: bool = False) -> None:
-        """Insert many rows, INSERT_CHUNK to a statement (columns passed as typed lists; executemany is 20x slower).
+        """Insert many rows, INSERT_CHUNK to a statement, as NumPy columns that DuckDB scans (:func:`_columns`).
 
-        In chunks because DuckDB converts each list parameter whole: the 100,000 cases of a run in one
-        statement took 160 MB on the way in (BENCHMARKS.md, scale)."""
+        Columns as list parameters (``unnest(?::VARCHAR[])``) cost DuckDB twice as much for a batch of response
+        bodies, and executemany 20x; a chunk because DuckDB converts a list parameter whole: the 100,000 cases of
+        a run in one statement took 160 MB on the way in (BENCHMARKS.md, scale)."""
         if not rows:
             return
         types = self._types(table)
-        select = ", ".join(f"unnest(?::{t}[])" for t in types)
+        select = ", ".join(f"c{i}::{t}" for i, t in enumerate(types))
         verb = "INSERT OR IGNORE INTO" if ignore else "INSERT INTO"
         for start in range(0, len(rows), INSERT_CHUNK):
-            columns = [list(col) for col in zip(*rows[start:start + INSERT_CHUNK])]
-            cursor.execute(f"{verb} {table} SELECT {select}", columns)
+            cursor.register(_ROWS, _columns(rows[start:start + INSERT_CHUNK], types))
+            cursor.execute(f"{verb} {table} SELECT {select} FROM {_ROWS}")  # a failure aborts the transaction,
+            cursor.unregister(_ROWS)  # which then refuses even this; its cursor is closed with it
 
     def insert_new(self, work: Callable[[Any, bool], None]) -> None:
         """Run ``work(cursor, ignore)`` in a transaction: with plain INSERTs first, and again with INSERT OR IGNORE

@@ -121,9 +121,9 @@ def _screen(values: tuple[str, ...]) -> re.Pattern[str]:
 # Substrings every match of a secret pattern contains: in any case for the patterns that ignore case, as written
 # for the key shapes. A text holding none of them and no secret value holds no secret; `in` answers that for a
 # long text several times faster than the patterns' search (about 180 ns a character; BENCHMARKS.md, scale).
-_NEEDLES_ANY_CASE = ("authorization", "api-key", "api_key", "apikey",  # _HEADER
-                     "bearer",  # _BEARER
-                     *sorted({f"{p}=" for p in SECRET_PARAMS}))  # _QUERY_SECRET
+_NEEDLES_API = ("api-key", "api_key", "apikey")  # _HEADER, with "authorization"; each holds "api"
+_NEEDLES_PARAMS = tuple(sorted({f"{p}=" for p in SECRET_PARAMS}))  # _QUERY_SECRET; each holds "="
+_NEEDLES_ANY_CASE = ("authorization", *_NEEDLES_API, "bearer", *_NEEDLES_PARAMS)  # asked two or three at a time
 _NEEDLES = ("://",  # _URL_USERINFO
             "sk-", "AIza", "hf_", "gsk_", "xai-", "r8_", "ghp_", "github_pat_")  # _KEY_SHAPES
 # The characters beyond ASCII that a pattern ignoring case takes for an ASCII letter (a test finds them all).
@@ -139,27 +139,11 @@ def may_hold_secret(text: str, values: tuple[str, ...]) -> bool:
     if not text.isascii() and _FOLDING.search(text) is not None:
         text = text.translate(_ASCII_FOLDS)
     lower = text.lower()
-    return any(n in lower for n in _NEEDLES_ANY_CASE)
-
-
-# JSON text decodes to its own characters except at a backslash: \" \\ \b \f \n \r \t stand for characters that
-# no secret pattern's substring holds; \/ and \uXXXX may stand for any (so a text with them is walked string by
-# string).
-_JSON_ESCAPED = frozenset('"\\\b\f\n\r\t')
-
-
-def json_text_is_clean(text: str, values: tuple[str, ...]) -> bool:
-    """True only when no string of the JSON document ``text`` (keys included) holds a secret.
-
-    Every string of the document is then a run of ``text``'s own characters, and a secret in one would leave in
-    ``text`` one of the substrings :func:`may_hold_secret` looks for: one look at the whole body instead of one
-    per string. False means "maybe": redact the decoded value (:func:`redact_json`).
-    """
-    if "\\u" in text or "\\/" in text:
-        return False
-    if any(_JSON_ESCAPED.intersection(v) for v in values):  # such a value is written escaped in the text
-        return False
-    return not may_hold_secret(text, values)
+    if "authorization" in lower or "bearer" in lower:
+        return True
+    if "api" in lower and any(n in lower for n in _NEEDLES_API):
+        return True
+    return "=" in lower and any(n in lower for n in _NEEDLES_PARAMS)
 
 
 def secret_spans(text: str, values: tuple[str, ...] | None = None) -> list[tuple[int, int]]:
@@ -206,18 +190,28 @@ def redact(text: str, values: tuple[str, ...] | None = None) -> str:
 
 
 def redact_json(value: Any, values: tuple[str, ...] | None = None) -> Any:
-    """A copy of a JSON value with every string (keys included) redacted."""
+    """A JSON value with every string (keys included) redacted: the value itself when nothing is masked."""
     vals = secret_values() if values is None else values
     return _walk(value, vals)
 
 
 def _walk(value: Any, values: tuple[str, ...]) -> Any:
+    """``value`` redacted: the same object when nothing in it is masked, else a copy (the input is not changed)."""
     if isinstance(value, str):
         return redact(value, values)
     if isinstance(value, dict):
-        return {_walk(k, values) if isinstance(k, str) else k: _walk(v, values) for k, v in value.items()}
+        out: dict[Any, Any] | None = None
+        for n, (k, v) in enumerate(value.items()):
+            k2 = _walk(k, values) if isinstance(k, str) else k
+            v2 = _walk(v, values)
+            if out is None and (k2 is not k or v2 is not v):
+                out = dict(list(value.items())[:n])
+            if out is not None:
+                out[k2] = v2
+        return value if out is None else out
     if isinstance(value, list):
-        return [_walk(v, values) for v in value]
+        items = [_walk(v, values) for v in value]
+        return value if all(a is b for a, b in zip(items, value)) else items
     return value
 
 

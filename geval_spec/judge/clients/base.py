@@ -16,7 +16,7 @@ import re
 from typing import Any, Mapping, Protocol
 
 from geval_spec.judge.types import Choice, Completion, JsonObject, Logprobs, RateInfo, Recorded
-from geval_spec.redact import MASK, json_text_is_clean, redact, redact_json, secret_spans, secret_values
+from geval_spec.redact import MASK, redact, redact_json, secret_spans, secret_values
 
 
 class TransportError(Exception):
@@ -152,8 +152,8 @@ def completion_from_openai(data: JsonObject, model: str, latency_ms: float,
     from geval_spec.judge import costs
 
     received = data
-    data = redact_body(data, text)
-    raw_text = text if text is not None and (data is received or data == received) else None
+    data = redact_body(data)
+    raw_text = text if text is not None and data is received else None
     if not isinstance(data, dict) or not isinstance(data.get("choices"), list) or not data["choices"]:
         raise TransportError("malformed", "response has no choices")
     choices = []
@@ -172,46 +172,33 @@ def completion_from_openai(data: JsonObject, model: str, latency_ms: float,
                       cached_tokens=cached, reasoning_tokens=reasoning, limits=limits, raw_text=raw_text)
 
 
-def redact_body(data: Any, text: str | None = None) -> Any:
+def redact_body(data: Any) -> Any:
     """A chat completion body with its secrets masked (see :mod:`geval_spec.redact`).
 
     Every text of the body is redacted. The logprobs are handled apart (they
     are most of a body's size): where the chosen tokens spell a secret, those
     tokens become ``[redacted]`` (so the tokens still spell the redacted text,
     and scores are read at the right place) and their alternatives and bytes
-    are masked too.
-
-    ``text``, the JSON the body was decoded from, lets a body without a secret
-    through as it is (the same object) after one look at the whole text and at
-    the text its tokens spell, instead of a look at each of its strings.
+    are masked too. A body in which nothing is masked comes back as the same
+    object; otherwise the input is not changed.
     """
     if not isinstance(data, dict):
         return redact_json(data)
     values = secret_values()
-    if text is not None and json_text_is_clean(text, values) and not _tokens_spell_secret(data, values):
-        return data
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        if key == "choices" and isinstance(value, list):
-            out[key] = [_redact_choice(ch, values) for ch in value]
-        else:
-            out[key] = redact_json(value, values)
-    return out
+    return _kept_or_copied(data, {key: ([_redact_choice(ch, values) for ch in value]
+                                        if key == "choices" and isinstance(value, list) else redact_json(value, values))
+                                  for key, value in data.items()})
 
 
-def _tokens_spell_secret(data: JsonObject, values: tuple[str, ...]) -> bool:
-    """Whether the chosen tokens of a choice, joined, hold a secret (that no one string of the body holds)."""
-    choices = data.get("choices")
-    for choice in choices if isinstance(choices, list) else ():
-        lp = choice.get("logprobs") if isinstance(choice, dict) else None
-        tokens = lp.get("content") if isinstance(lp, dict) else None
-        if isinstance(tokens, list) and secret_spans("".join(_token_texts(tokens)), values):
-            return True
-    return False
-
-
-def _token_texts(tokens: list[Any]) -> list[str]:
-    return [t["token"] if isinstance(t, dict) and isinstance(t.get("token"), str) else "" for t in tokens]
+def _kept_or_copied(original: dict[str, Any], redacted: dict[str, Any]) -> dict[str, Any]:
+    """``original`` itself when redaction changed none of its values (so no copy is kept and no comparison is
+    needed to know the body is as received), else the redacted copy."""
+    for key, value in redacted.items():
+        old = original[key]
+        if value is not old and not (isinstance(value, list) and isinstance(old, list) and len(value) == len(old)
+                                     and all(a is b for a, b in zip(value, old))):
+            return redacted
+    return original
 
 
 def _redact_choice(choice: Any, values: tuple[str, ...]) -> Any:
@@ -221,16 +208,16 @@ def _redact_choice(choice: Any, values: tuple[str, ...]) -> Any:
     if "logprobs" in choice:
         lp = choice["logprobs"]
         if isinstance(lp, dict) and isinstance(lp.get("content"), list):
-            out["logprobs"] = {k: (_redact_tokens(v, values) if k == "content" else redact_json(v, values))
-                               for k, v in lp.items()}
+            out["logprobs"] = _kept_or_copied(lp, {k: (_redact_tokens(v, values) if k == "content"
+                                                       else redact_json(v, values)) for k, v in lp.items()})
         else:
             out["logprobs"] = redact_json(lp, values)
-    return out
+    return _kept_or_copied(choice, out)
 
 
 def _redact_tokens(tokens: list[Any], values: tuple[str, ...]) -> list[Any]:
     """Logprob tokens with those that spell part of a secret masked (their alternatives and bytes too)."""
-    texts = _token_texts(tokens)
+    texts: list[str] = [t["token"] if isinstance(t, dict) and isinstance(t.get("token"), str) else "" for t in tokens]
     spans = secret_spans("".join(texts), values)
     if not spans:
         return tokens

@@ -21,7 +21,7 @@ of whatever needed it, never silently skipped.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
@@ -29,6 +29,7 @@ from geval_spec.files import ReadError, read_bytes
 
 GROUP = "geval_spec.plugins"
 MAX_ENTRY_POINTS_BYTES = 1 << 20  # an entry_points.txt is a few lines; a larger one is refused
+MAX_METADATA_BYTES = 16 << 20  # a METADATA holds the project's description (PyPI refuses more than 10 MB in all)
 
 BUILTIN_CLIENTS = {
     "litellm": "geval_spec.judge.clients.litellm_client:LitellmClient",
@@ -64,6 +65,7 @@ class Registry:
     finding_kinds: dict[str, str] = field(default_factory=dict)  # kind -> the language prefix that makes it
     clients: dict[str, str] = field(default_factory=lambda: dict(BUILTIN_CLIENTS))  # name -> "module:Class"
     loaded: list[str] = field(default_factory=list)
+    versions: dict[str, str] = field(default_factory=dict)  # loaded entry point -> "distribution version"
     failed: list[tuple[str, str]] = field(default_factory=list)  # (entry point, error)
 
     def add_language(self, prefix: str, checker: Checker, kinds: tuple[str, ...] = ()) -> None:
@@ -101,6 +103,7 @@ class EntryPoint:
 
     name: str
     value: str
+    dist: str = ""  # the distribution that declares it: "name version", as its metadata says
 
     def load(self) -> Any:
         """The object the value names (``module``, ``module:attr`` or ``module:a.b``; extras in [] are ignored)."""
@@ -181,19 +184,45 @@ def _scan() -> tuple[list[EntryPoint], Broken]:
             except UnicodeDecodeError as exc:
                 broken.append((child, _not_utf8(exc)))
                 continue
-            _collect(child, text, found, broken)
+            _collect(child, text, found, broken, lambda folder=os.path.join(entry or ".", child): _dist_label(folder))
     return found, broken
+
+
+def _dist_label(folder: str) -> str:
+    """"name version" from a distribution folder's METADATA (PKG-INFO for .egg-info), as importlib.metadata reads
+    them; the folder's name when they cannot be read."""
+    import os
+
+    meta = os.path.join(folder, "PKG-INFO" if folder.endswith(".egg-info") else "METADATA")
+    try:
+        head = read_bytes(Path(meta), "distribution metadata", max_bytes=MAX_METADATA_BYTES)
+    except ReadError:
+        return os.path.basename(folder)
+    fields: dict[str, str] = {}
+    for line in head.decode("utf-8", "replace").splitlines():
+        if not line.strip():
+            break  # the headers end at the first blank line; the description follows
+        key, sep, value = line.partition(":")
+        if sep and key.strip().lower() in ("name", "version"):
+            fields.setdefault(key.strip().lower(), value.strip())
+    if "name" not in fields or "version" not in fields:
+        return os.path.basename(folder)
+    return f"{fields['name']} {fields['version']}"
 
 
 def _not_utf8(exc: UnicodeDecodeError) -> str:
     return f"entry_points.txt is not UTF-8 text ({exc.reason} at byte {exc.start})"
 
 
-def _collect(folder: str, text: str | None, found: list[EntryPoint], broken: Broken) -> None:
-    """The GROUP entries of one distribution's entry_points.txt into ``found``, its bad lines into ``broken``."""
+def _collect(folder: str, text: str | None, found: list[EntryPoint], broken: Broken,
+             dist: Callable[[], str]) -> None:
+    """The GROUP entries of one distribution's entry_points.txt into ``found`` (with ``dist()``, the distribution's
+    name and version), its bad lines into ``broken``."""
     if text and GROUP in text:
         entries, problems = _group_entries(text)
-        found.extend(entries)
+        if entries:
+            label = dist()
+            found.extend(replace(e, dist=label) for e in entries)
         broken.extend((folder, problem) for problem in problems)
 
 
@@ -244,8 +273,16 @@ def _scan_with_importlib() -> tuple[list[EntryPoint], Broken]:
         except UnicodeDecodeError as exc:
             broken.append((folder, _not_utf8(exc)))
             continue
-        _collect(folder, text, found, broken)  # (importlib's own reading raises on a line without "=")
+        _collect(folder, text, found, broken,  # (importlib's own reading raises on a line without "=")
+                 lambda d=dist, f=folder: _importlib_label(d, f))
     return found, broken
+
+
+def _importlib_label(dist: Any, folder: str) -> str:
+    """"name version" of a distribution importlib.metadata found; its folder's name without both."""
+    meta = dist.metadata
+    name, version = (meta["Name"], meta["Version"]) if meta is not None else (None, None)
+    return f"{name} {version}" if name and version else folder
 
 
 def load_plugins() -> Registry:
@@ -262,6 +299,7 @@ def load_plugins() -> Registry:
             setup: Callable[[Registry], None] = getattr(target, "setup", target)
             setup(registry)
             registry.loaded.append(ep.name)
+            registry.versions[ep.name] = ep.dist
         except Exception as exc:  # a broken plugin must not take the tool down, but is reported
             registry.failed.append((ep.name, f"{type(exc).__name__}: {exc}"))
     _REGISTRY = registry

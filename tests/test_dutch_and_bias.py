@@ -322,6 +322,38 @@ def test_unreadable_entry_points_are_reported_not_skipped(tmp_path, monkeypatch,
     assert bool(calls) is (hook == "own")
 
 
+@pytest.mark.parametrize("hook", [None, "own"])
+def test_a_plugins_distribution_and_version_are_read_as_importlib_reads_them(tmp_path, monkeypatch, hook):
+    """The reuse key of a judgment names each checker's distribution and version (a new version of a checker
+    judges again); the scan reads them from METADATA as importlib.metadata does."""
+    import sys
+    from importlib.metadata import distributions
+    from types import SimpleNamespace
+
+    from geval_spec import plugins
+    from geval_spec.runner.run import case_keys
+
+    if hook == "own":
+        monkeypatch.setattr(sys, "meta_path", [*sys.meta_path, _OwnDistributions()])
+    info = tmp_path / "versioned_plugin-1.0.dist-info"
+    info.mkdir()
+    (info / "entry_points.txt").write_text(f"[{plugins.GROUP}]\nversioned = builtins:id\n")
+    monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
+    spec = SimpleNamespace(spec=SimpleNamespace(language=object()), judging_fp="fp")
+    case = SimpleNamespace(id="c1", fields={"text": "x"})
+    keys = []
+    for version in ("1.0", "1.0.post1"):
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: Versioned-Plugin\nVersion: {version}\n\n"
+                                       "Version: 9 (in the description)\n")
+        monkeypatch.setattr(plugins, "_REGISTRY", None)
+        registry = plugins.load_plugins()
+        ours = registry.versions
+        theirs = {f"{d.metadata['Name']} {d.version}" for d in distributions()}
+        assert ours["versioned"] == f"Versioned-Plugin {version}" and set(ours.values()) <= theirs
+        keys.append(case_keys(spec, [case], [])["c1"])  # type: ignore[arg-type]
+    assert keys[0] != keys[1]
+
+
 def test_a_zip_on_sys_path_sends_the_scan_to_importlib(tmp_path, monkeypatch):
     import sys
     import zipfile

@@ -191,17 +191,9 @@ def _session(db: Path) -> Store:
 def case_keys(parsed: ParsedSpec, cases: Sequence[Case], judges: Sequence[Judge]) -> dict[str, str]:
     """Case id -> the key of everything its judgment depends on (see the module docstring)."""
     plugins = ""
-    if parsed.spec.language is not None:
-        from importlib.metadata import PackageNotFoundError, version
-
-        names = sorted(load_plugins().loaded)
-        found = []
-        for name in names:
-            try:
-                found.append(f"{name}={version(name)}")
-            except PackageNotFoundError:
-                found.append(name)
-        plugins = ",".join(found)
+    if parsed.spec.language is not None:  # the checkers' findings are part of the judgment: so are their versions
+        registry = load_plugins()
+        plugins = ",".join(f"{name}={registry.versions.get(name, '')}" for name in sorted(registry.loaded))
     base = json.dumps([parsed.judging_fp, JUDGMENT_VERSION, [(j.label, j.model) for j in judges], plugins])
     out = {}
     for case in cases:

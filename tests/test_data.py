@@ -123,3 +123,22 @@ def test_groups_never_span_splits():
     assert all(len(s) == 1 for s in by_group.values())
     counts = {s: list(splits.values()).count(s) for s in ("dev", "test")}
     assert counts["dev"] > 50 and counts["test"] > 50
+
+
+def test_a_cases_fields_read_like_the_dict_they_replace():
+    """Fields share their names across a file's cases; as a mapping they are the dict of the present values."""
+
+    from geval_spec.dataset.cases import Fields
+
+    index = {"source": 0, "candidate": 1, "reference": 2}
+    f = Fields(index, ("s", "c", None))
+    assert dict(f) == {"source": "s", "candidate": "c"} and f == {"source": "s", "candidate": "c"}
+    assert list(f) == ["source", "candidate"] and len(f) == 2 and "reference" not in f
+    assert f.get("reference", "") == "" and f["candidate"] == "c" and repr(f) == repr(dict(f))
+    with pytest.raises(KeyError):
+        f["reference"]
+    with pytest.raises(KeyError):
+        f["other"]
+    with pytest.raises(TypeError):
+        f["source"] = "x"  # type: ignore[index]
+    assert not hasattr(f, "__dict__")

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
@@ -184,7 +185,7 @@ def _scan() -> tuple[list[EntryPoint], Broken]:
             except UnicodeDecodeError as exc:
                 broken.append((child, _not_utf8(exc)))
                 continue
-            _collect(child, text, found, broken, lambda folder=os.path.join(entry or ".", child): _dist_label(folder))
+            _collect(child, text, found, broken, partial(_dist_label, os.path.join(entry or ".", child)))
     return found, broken
 
 
@@ -274,7 +275,7 @@ def _scan_with_importlib() -> tuple[list[EntryPoint], Broken]:
             broken.append((folder, _not_utf8(exc)))
             continue
         _collect(folder, text, found, broken,  # (importlib's own reading raises on a line without "=")
-                 lambda d=dist, f=folder: _importlib_label(d, f))
+                 partial(_importlib_label, dist, folder))
     return found, broken
 
 

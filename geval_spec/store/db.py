@@ -39,7 +39,9 @@ from geval_spec.store.schema import SCHEMA_VERSION, create_or_migrate, replace_v
 from geval_spec.store.shards import ShardTables
 from geval_spec.store.sql import IN as _IN
 from geval_spec.store.sql import RUN_COLUMNS as _RUN_COLUMNS
+from geval_spec.store.sql import ROWS as _ROWS
 from geval_spec.store.sql import TRANSPORT_FAILED
+from geval_spec.store.sql import columns as _columns
 from geval_spec.store.sql import dumps as _dumps
 from geval_spec.store.sql import loads as _loads
 
@@ -54,30 +56,6 @@ INSERT_CHUNK = 10_000  # rows per INSERT statement (see Store.insert)
 
 
 ENGINE_NAMES = ("connect", "Error", "ConstraintException")  # all the store uses of DuckDB's module
-_ROWS = "_geval_rows"  # the name a chunk of rows is scanned by (Store.insert)
-_NUMPY_TYPES = {"DOUBLE": "float64", "BIGINT": "int64", "INTEGER": "int64", "BOOLEAN": "bool"}
-
-
-def _columns(rows: Sequence[tuple[Any, ...]], types: Sequence[str]) -> dict[str, Any]:
-    """Rows as NumPy columns named c0, c1, ...: numbers and booleans typed, with a mask where a value is None
-    (NULL); text and anything else as Python objects, which DuckDB reads as they are."""
-    import numpy as np
-
-    out: dict[str, Any] = {}
-    for i, (values, kind) in enumerate(zip(zip(*rows), types)):
-        dtype = _NUMPY_TYPES.get(kind)
-        if dtype is None:
-            column = np.empty(len(values), dtype=object)
-            column[:] = values
-            out[f"c{i}"] = column
-            continue
-        missing = [v is None for v in values]
-        data = np.array([0 if v is None else v for v in values], dtype=dtype) if any(missing) else \
-            np.array(values, dtype=dtype)
-        out[f"c{i}"] = np.ma.masked_array(data, mask=missing) if any(missing) else data
-    return out
-
-
 def _duckdb() -> Any:
     """DuckDB's engine: its C++ extension module ``_duckdb`` when it stands alone, else the ``duckdb`` package.
 
@@ -217,7 +195,7 @@ class Store(JudgmentTables, BatchTable, ShardTables):
         return Store._TYPES[table]
 
     def insert(self, cursor: Any, table: str, rows: Sequence[tuple[Any, ...]], ignore: bool = False) -> None:
-        """Insert many rows, INSERT_CHUNK to a statement, as NumPy columns that DuckDB scans (:func:`_columns`).
+        """Insert many rows, INSERT_CHUNK to a statement, as NumPy columns that DuckDB scans (:func:`.sql.columns`).
 
         Columns as list parameters (``unnest(?::VARCHAR[])``) cost DuckDB twice as much for a batch of response
         bodies, and executemany 20x; a chunk because DuckDB converts a list parameter whole: the 100,000 cases of

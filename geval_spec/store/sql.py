@@ -3,10 +3,33 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Sequence
 
 IN = "IN (SELECT unnest(?::VARCHAR[]))"  # a parameter holding a list of strings
 TRANSPORT_FAILED = "NOT valid AND reason LIKE 'request failed:%'"  # judgments the next run asks for again
+
+ROWS = "_geval_rows"  # the name a chunk of rows is scanned by (Store.insert)
+_NUMPY_TYPES = {"DOUBLE": "float64", "BIGINT": "int64", "INTEGER": "int64", "BOOLEAN": "bool"}
+
+
+def columns(rows: Sequence[tuple[Any, ...]], types: Sequence[str]) -> dict[str, Any]:
+    """Rows as NumPy columns named c0, c1, ...: numbers and booleans typed, with a mask where a value is None
+    (NULL); text and anything else as Python objects, which DuckDB reads as they are."""
+    import numpy as np
+
+    out: dict[str, Any] = {}
+    for i, (values, kind) in enumerate(zip(zip(*rows), types)):
+        dtype = _NUMPY_TYPES.get(kind)
+        if dtype is None:
+            column = np.empty(len(values), dtype=object)
+            column[:] = values
+            out[f"c{i}"] = column
+            continue
+        missing = [v is None for v in values]
+        data = np.array([0 if v is None else v for v in values], dtype=dtype) if any(missing) else \
+            np.array(values, dtype=dtype)
+        out[f"c{i}"] = np.ma.masked_array(data, mask=missing) if any(missing) else data
+    return out
 
 
 def dumps(value: Any) -> str | None:

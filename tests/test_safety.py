@@ -173,6 +173,17 @@ def test_redaction_keeps_logprob_tokens_aligned(monkeypatch):
     assert out["choices"][0]["logprobs"] is not body["choices"][0]["logprobs"]
 
 
+def test_a_secret_echoed_as_a_key_is_masked_at_every_level(monkeypatch):
+    """A server may echo the key anywhere, keys of the body, of a choice and of its logprobs included."""
+    key = "sk-echoed-as-a-key-0123456789"
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    body = {key: 1, "choices": [{key: 2, "message": {key: "x", "content": "4"},
+                                 "logprobs": {key: 3, "content": [{"token": "4", "logprob": -0.1}]}}]}
+    out = redact_body(body)
+    assert "echoed" not in json.dumps(out) and key in json.dumps(body)  # the input is not changed
+    assert out["choices"][0]["logprobs"]["content"] == body["choices"][0]["logprobs"]["content"]
+
+
 def test_a_body_with_nothing_to_mask_is_kept_as_received(monkeypatch):
     """Stored once, as received: no second encoding when redaction masked nothing (escapes and spacing kept)."""
     from geval_spec.judge.clients.base import completion_from_openai

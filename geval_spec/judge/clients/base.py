@@ -185,34 +185,37 @@ def redact_body(data: Any) -> Any:
     if not isinstance(data, dict):
         return redact_json(data)
     values = secret_values()
-    return _kept_or_copied(data, {key: ([_redact_choice(ch, values) for ch in value]
-                                        if key == "choices" and isinstance(value, list) else redact_json(value, values))
-                                  for key, value in data.items()})
+    return _kept_or_copied(data, [(key, [_redact_choice(ch, values) for ch in value]
+                                   if key == "choices" and isinstance(value, list) else redact_json(value, values))
+                                  for key, value in data.items()], values)
 
 
-def _kept_or_copied(original: dict[str, Any], redacted: dict[str, Any]) -> dict[str, Any]:
-    """``original`` itself when redaction changed none of its values (so no copy is kept and no comparison is
-    needed to know the body is as received), else the redacted copy."""
-    for key, value in redacted.items():
-        old = original[key]
-        if value is not old and not (isinstance(value, list) and isinstance(old, list) and len(value) == len(old)
-                                     and all(a is b for a, b in zip(value, old))):
-            return redacted
+def _kept_or_copied(original: dict[str, Any], redacted: list[tuple[str, Any]], values: tuple[str, ...]) -> Any:
+    """``original`` itself when redaction changed none of its keys and values (so no copy is kept and no comparison
+    is needed to know the body is as received), else the redacted copy (keys redacted too: a server may echo a
+    secret as a key)."""
+    pairs = [(redact(k, values) if isinstance(k, str) else k, v) for k, v in redacted]
+    for (key, value), (old_key, old) in zip(pairs, original.items()):
+        if key is not old_key or value is not old and not (
+                isinstance(value, list) and isinstance(old, list) and len(value) == len(old)
+                and all(a is b for a, b in zip(value, old))):
+            return dict(pairs)
     return original
 
 
 def _redact_choice(choice: Any, values: tuple[str, ...]) -> Any:
     if not isinstance(choice, dict):
         return redact_json(choice, values)
-    out = {k: redact_json(v, values) for k, v in choice.items() if k != "logprobs"}
-    if "logprobs" in choice:
-        lp = choice["logprobs"]
-        if isinstance(lp, dict) and isinstance(lp.get("content"), list):
-            out["logprobs"] = _kept_or_copied(lp, {k: (_redact_tokens(v, values) if k == "content"
-                                                       else redact_json(v, values)) for k, v in lp.items()})
+    out: list[tuple[str, Any]] = []
+    for k, v in choice.items():
+        if k != "logprobs":
+            out.append((k, redact_json(v, values)))
+        elif isinstance(v, dict) and isinstance(v.get("content"), list):
+            out.append((k, _kept_or_copied(v, [(n, _redact_tokens(x, values) if n == "content"
+                                                else redact_json(x, values)) for n, x in v.items()], values)))
         else:
-            out["logprobs"] = redact_json(lp, values)
-    return _kept_or_copied(choice, out)
+            out.append((k, redact_json(v, values)))
+    return _kept_or_copied(choice, out, values)
 
 
 def _redact_tokens(tokens: list[Any], values: tuple[str, ...]) -> list[Any]:

@@ -200,19 +200,24 @@ def _walk(value: Any, values: tuple[str, ...]) -> Any:
     if isinstance(value, str):
         return redact(value, values)
     if isinstance(value, dict):
-        out: dict[Any, Any] | None = None
-        for n, (k, v) in enumerate(value.items()):
-            k2 = _walk(k, values) if isinstance(k, str) else k
-            v2 = _walk(v, values)
-            if out is None and (k2 is not k or v2 is not v):
-                out = dict(list(value.items())[:n])
-            if out is not None:
-                out[k2] = v2
-        return value if out is None else out
+        return kept_dict(value, [(_walk(k, values) if isinstance(k, str) else k, _walk(v, values))
+                                 for k, v in value.items()])
     if isinstance(value, list):
-        items = [_walk(v, values) for v in value]
-        return value if all(a is b for a, b in zip(items, value)) else items
+        return kept_list(value, [_walk(v, values) for v in value])
     return value
+
+
+def kept_dict(original: dict[Any, Any], pairs: list[tuple[Any, Any]]) -> dict[Any, Any]:
+    """``original`` itself when ``pairs`` (its items, redacted) are its own keys and values, else a new dict of
+    them: nothing is copied, or compared, for a value without a secret."""
+    if len(pairs) == len(original) and all(k is a and v is b for (k, v), (a, b) in zip(pairs, original.items())):
+        return original
+    return dict(pairs)
+
+
+def kept_list(original: list[Any], items: list[Any]) -> list[Any]:
+    """``original`` itself when ``items`` (its items, redacted) are its own, else ``items``."""
+    return original if len(items) == len(original) and all(a is b for a, b in zip(items, original)) else items
 
 
 def url_credentials(url: str) -> str | None:

@@ -16,7 +16,7 @@ import re
 from typing import Any, Mapping, Protocol
 
 from geval_spec.judge.types import Choice, Completion, JsonObject, Logprobs, RateInfo, Recorded
-from geval_spec.redact import MASK, redact, redact_json, secret_spans, secret_values
+from geval_spec.redact import MASK, kept_dict, kept_list, redact, redact_json, secret_spans, secret_values
 
 
 class TransportError(Exception):
@@ -185,22 +185,16 @@ def redact_body(data: Any) -> Any:
     if not isinstance(data, dict):
         return redact_json(data)
     values = secret_values()
-    return _kept_or_copied(data, [(key, [_redact_choice(ch, values) for ch in value]
-                                   if key == "choices" and isinstance(value, list) else redact_json(value, values))
-                                  for key, value in data.items()], values)
+    return _kept(data, [(key, kept_list(value, [_redact_choice(ch, values) for ch in value])
+                         if key == "choices" and isinstance(value, list) else redact_json(value, values))
+                        for key, value in data.items()], values)
 
 
-def _kept_or_copied(original: dict[str, Any], redacted: list[tuple[str, Any]], values: tuple[str, ...]) -> Any:
+def _kept(original: dict[str, Any], redacted: list[tuple[str, Any]], values: tuple[str, ...]) -> dict[str, Any]:
     """``original`` itself when redaction changed none of its keys and values (so no copy is kept and no comparison
     is needed to know the body is as received), else the redacted copy (keys redacted too: a server may echo a
     secret as a key)."""
-    pairs = [(redact(k, values) if isinstance(k, str) else k, v) for k, v in redacted]
-    for (key, value), (old_key, old) in zip(pairs, original.items()):
-        if key is not old_key or value is not old and not (
-                isinstance(value, list) and isinstance(old, list) and len(value) == len(old)
-                and all(a is b for a, b in zip(value, old))):
-            return dict(pairs)
-    return original
+    return kept_dict(original, [(redact(k, values) if isinstance(k, str) else k, v) for k, v in redacted])
 
 
 def _redact_choice(choice: Any, values: tuple[str, ...]) -> Any:
@@ -211,11 +205,11 @@ def _redact_choice(choice: Any, values: tuple[str, ...]) -> Any:
         if k != "logprobs":
             out.append((k, redact_json(v, values)))
         elif isinstance(v, dict) and isinstance(v.get("content"), list):
-            out.append((k, _kept_or_copied(v, [(n, _redact_tokens(x, values) if n == "content"
-                                                else redact_json(x, values)) for n, x in v.items()], values)))
+            out.append((k, _kept(v, [(n, _redact_tokens(x, values) if n == "content"
+                                      else redact_json(x, values)) for n, x in v.items()], values)))
         else:
             out.append((k, redact_json(v, values)))
-    return _kept_or_copied(choice, out, values)
+    return _kept(choice, out, values)
 
 
 def _redact_tokens(tokens: list[Any], values: tuple[str, ...]) -> list[Any]:

@@ -209,15 +209,14 @@ def _walk(value: Any, values: tuple[str, ...]) -> Any:
 
 def kept_dict(original: dict[Any, Any], pairs: list[tuple[Any, Any]]) -> dict[Any, Any]:
     """``original`` itself when ``pairs`` (its items, redacted) are its own keys and values, else a new dict of
-    them: nothing is copied, or compared, for a value without a secret."""
-    if len(pairs) == len(original) and all(k is a and v is b for (k, v), (a, b) in zip(pairs, original.items())):
-        return original
-    return dict(pairs)
+    them: nothing is copied for a value without a secret. (An unmasked item is the same object, which the list
+    comparison takes as equal without looking inside it; a masked one differs.)"""
+    return original if pairs == list(original.items()) else dict(pairs)
 
 
 def kept_list(original: list[Any], items: list[Any]) -> list[Any]:
     """``original`` itself when ``items`` (its items, redacted) are its own, else ``items``."""
-    return original if len(items) == len(original) and all(a is b for a, b in zip(items, original)) else items
+    return original if items == original else items
 
 
 def url_credentials(url: str) -> str | None:

@@ -363,6 +363,26 @@ def test_gate_rule_lower_bound_and_how_sure_the_verdict_is(tmp_path):
     assert after is not None and after.passed is False and after.summary == line
 
 
+def test_the_gate_after_a_run_reads_no_texts(tmp_path):
+    """A run hands its gate the data without the cases' texts (it drops them as it plans): the gate is the same."""
+    from geval_spec.analysis.gate import gate_after_run
+    from geval_spec.dataset.cases import read_cases
+    from geval_spec.spec.load import load_spec
+    from geval_spec.spec.project import Project
+    from geval_spec.store.db import Store
+
+    db, run_id = _demo_with(tmp_path, "threshold: 0.8", "threshold: 0.6\n  rule: lower_bound")
+    full = read_cases(load_spec(Project(tmp_path).resolve("summeval-consistency")))
+    slim = full.without_texts()
+    assert [(c.id, c.human, c.group, c.split_value) for c in slim.cases] == \
+        [(c.id, c.human, c.group, c.split_value) for c in full.cases]
+    assert all(len(c.fields) == 0 for c in slim.cases) and all(len(c.fields) == 2 for c in full.cases)
+    with Store.open_existing(tmp_path / "r.duckdb") as store:
+        gates = [gate_after_run(store, Project(tmp_path), run_id, None, d) for d in (full, slim, None)]
+    assert gates[0] is not None and gates[0] == gates[1] == gates[2]
+    assert gates[1].summary.startswith("gate FAILED: spearman's lower bound 0.559")
+
+
 def test_gate_rule_point_passes_and_says_it_could_flip(tmp_path):
     db, run_id = _demo_with(tmp_path, "threshold: 0.8", "threshold: 0.6")
     res = cli("report", "summeval-consistency", "--format", "json", "--out", "-", "--db", db, cwd=tmp_path)

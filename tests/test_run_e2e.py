@@ -376,3 +376,44 @@ def test_every_query_in_docs_results_runs_on_a_run_s_store(tmp_path, server):
         for sql in statements:
             rows = store.con.execute(sql.replace("run_...", run_id).replace("CASE_ID", "c000")).fetchall()
             assert rows or "NOT valid" in sql, sql  # (every case of this run is valid)
+
+
+def test_a_run_holds_the_chunk_it_plans_not_every_case(tmp_path, server, monkeypatch):
+    """Cases leave memory once planned: at each chunk only the cases not yet planned are alive (with their texts),
+    and what the run returns for its gate has no texts."""
+    import gc
+
+    from geval_spec.dataset.cases import Case
+    from geval_spec.runner import engine, run
+
+    root = make_project(tmp_path, server.base_url, n=40, client="openai-http")
+    monkeypatch.setattr(engine, "FIRST_CHUNK", 5)
+    monkeypatch.setattr(engine, "CHUNK", 5)
+    made: set[int] = set()
+    read = run.read_cases
+
+    def reading(parsed):
+        dataset = read(parsed)
+        made.update(id(c) for c in dataset.cases)
+        return dataset
+
+    held: list[int] = []
+    plan = engine.Engine._plan
+
+    async def planning(self, chunk):
+        gc.collect()
+        held.append(sum(1 for o in gc.get_objects() if type(o) is Case and id(o) in made and len(o.fields)))
+        return await plan(self, chunk)
+
+    monkeypatch.setattr(run, "read_cases", reading)
+    monkeypatch.setattr(engine.Engine, "_plan", planning)
+    returned = []
+    execute = run.execute_run
+    monkeypatch.setattr("geval_spec.runner.run.execute_run", lambda *a, **k: returned.append(execute(*a, **k))
+                        or returned[-1])
+    res = cli("run", "demo", "--concurrency", "4", cwd=root)
+    assert res.code == 0, res.err + res.out
+    assert held == [40, 35, 30, 25, 20, 15, 10, 5]
+    assert server.state.total == 40 and len(judgments(root, last_line(res.out))) == 40
+    dataset = returned[0].dataset
+    assert len(dataset.cases) == 40 and all(len(c.fields) == 0 for c in dataset.cases)

@@ -167,7 +167,8 @@ def gate_after_run(store: Store, project: Project, run_id: str, run_split: str |
                    dataset: Dataset | None = None) -> GateBlock | None:
     """The gate of a run just made (its value only), or None when the run does not cover the gate's split.
 
-    ``dataset``: the run's data as the run read it (read again when None).
+    ``dataset``: the run's data as the run read it (read again when None); its cases' texts are not needed
+    (:meth:`~geval_spec.dataset.cases.Dataset.without_texts`): the gate reads scores, labels, groups and splits.
     """
     run = store.get_run(run_id)
     if run is None:

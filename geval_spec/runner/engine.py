@@ -1,9 +1,9 @@
 """The streaming part of a run: plan cases in chunks, send what is not answered yet, score each case as it completes.
 
-Memory stays flat: the planner renders a chunk of cases at a time, the
-executor's queue holds a bounded window of requests, and a case's prompts,
-completions and judgment leave memory once its judgment is handed to the
-store's gate. Identical requests (the same hash) are sent once and answer
+Memory stays flat: the planner renders a chunk of cases at a time and drops
+those cases once planned, the executor's queue holds a bounded window of
+requests, and a case's prompts, completions and judgment leave memory once
+its judgment is handed to the store's gate. Identical requests (the same hash) are sent once and answer
 every case that needs them.
 """
 
@@ -174,12 +174,18 @@ class Engine:
         self.sent.update(r.hash for r in out)
         return out
 
-    async def _feed(self, cases: Sequence[Case]) -> AsyncIterator[Request]:
-        start, size = 0, FIRST_CHUNK
-        while start < len(cases):
-            for request in await self._plan(cases[start:start + size]):
+    async def _feed(self, cases: list[Case]) -> AsyncIterator[Request]:
+        """Plan ``cases`` a chunk at a time, taking each chunk out of the list: a case planned is held no more."""
+        size = FIRST_CHUNK
+        cases.reverse()  # (taken from the end: a chunk leaves the list without moving the rest)
+        while cases:
+            chunk = cases[-size:]
+            del cases[-size:]
+            chunk.reverse()
+            for request in await self._plan(chunk):
                 yield request
-            start, size = start + size, CHUNK
+            del chunk
+            size = CHUNK
         # everything is queued: write what came in so far while the last answers are on their way, so that the
         # session after them is a short one
         self.gate.nudge()
@@ -255,8 +261,9 @@ class Engine:
             if handled:
                 loop.remove_signal_handler(signal.SIGINT)
 
-    def run(self, cases: Sequence[Case], routes: Routes) -> None:
-        """Judge ``cases``; raise :class:`Interrupted` after Ctrl-C and a JudgeError on an outage."""
+    def run(self, cases: list[Case], routes: Routes) -> None:
+        """Judge ``cases``, emptying the list as they are planned (so that a run holds a chunk of cases, not all of
+        them, once it is under way); raise :class:`Interrupted` after Ctrl-C and a JudgeError on an outage."""
         async def main() -> None:
             try:
                 await self._stream(self._feed(cases))

@@ -107,7 +107,7 @@ class RunResult:
     db: str = ""
     reasoning_tokens: int = 0
     cache_saved: float | None = None  # USD the provider's prompt cache saved (None: no price known)
-    dataset: Dataset | None = field(default=None, repr=False, compare=False)  # as read: the gate reuses it
+    dataset: Dataset | None = field(default=None, repr=False, compare=False)  # as read, without texts: for the gate
 
 
 def select_cases(parsed: ParsedSpec, cases: Sequence[Case], split: str | None, limit: int | None) -> list[Case]:
@@ -247,6 +247,7 @@ def execute_run(parsed: ParsedSpec, options: RunOptions, on_progress: OnProgress
             warm_up(name)  # the client's imports (litellm: seconds), while the data is read and the store opened
     dataset = read_cases(parsed)
     cases = select_cases(parsed, dataset.cases, options.split, options.limit)
+    dataset = dataset.without_texts()  # the engine drops each case once it is planned: nothing else holds them
     if options.shard is not None:
         shard = options.shard
         cases = [c for c in cases if in_shard(c.id, shard)]
@@ -326,7 +327,8 @@ def _judge(parsed: ParsedSpec, cases: list[Case], judges: tuple[Judge, ...], opt
     """Stream the cases not reused through the engine, and finish the run."""
     run_id, keys, journal, reused, answers_exist = (started.run_id, started.keys, started.journal, started.reused,
                                                     started.answers_exist)
-    progress = Progress(cases=len(cases), cases_done=len(reused))
+    n_cases = len(cases)
+    progress = Progress(cases=n_cases, cases_done=len(reused))
     routes = Routes(judges, options.concurrency, options.replay, options.backoff,
                     LimitOverride(options.rpm, options.tpm))
     if options.batch:
@@ -342,7 +344,8 @@ def _judge(parsed: ParsedSpec, cases: list[Case], judges: tuple[Judge, ...], opt
     status: RunStatus = "failed"
     error = None
     try:
-        engine.run([c for c in cases if c.id not in reused], routes)
+        cases[:] = [c for c in cases if c.id not in reused]  # (in place: the engine empties this very list)
+        engine.run(cases, routes)
         status = "completed"
     except (Interrupted, CostCeiling) as exc:
         status, error = "interrupted", str(exc)
@@ -354,7 +357,7 @@ def _judge(parsed: ParsedSpec, cases: list[Case], judges: tuple[Judge, ...], opt
         try:
             gate.put(lambda s: s.finish_run(run_id, status, error))
             if status == "completed":  # read in the gate's last session, after everything is written
-                summary = gate.call(lambda s: _summary(s, run_id, parsed.name, len(cases), progress, len(reused),
+                summary = gate.call(lambda s: _summary(s, run_id, parsed.name, n_cases, progress, len(reused),
                                                        options.db))
         finally:
             gate.close()  # raises if responses could not be stored: the journal then stays for the next run

@@ -114,13 +114,9 @@ def check_input(path: Path, what: str = "file", max_bytes: int | None = None) ->
                         f"(set {READ_LIMIT_VAR} to read larger files)")
 
 
-def read_bytes(path: Path, what: str = "file", max_bytes: int | None = None) -> bytes:
-    """A regular file's bytes, at most ``max_bytes`` (default: ``GEVAL_MAX_READ_BYTES``).
-
-    The file is opened without blocking and checked after opening, so a FIFO
-    swapped in after a check cannot hang the read.
-    """
-    cap = size_limit(READ_LIMIT_VAR, MAX_READ_BYTES) if max_bytes is None else max_bytes
+def _open_checked(path: Path, what: str, cap: int) -> tuple[int, ReadError]:
+    """A regular file opened without blocking and checked after opening (so a FIFO swapped in after a check
+    cannot hang the read), no larger than ``cap``: (fd, the error to raise if it grows past ``cap``)."""
     if "\x00" in str(path):
         raise ReadError(f"{what}: the path contains a NUL byte")
     try:
@@ -136,6 +132,18 @@ def read_bytes(path: Path, what: str = "file", max_bytes: int | None = None) -> 
                               f"of {human_size(cap)} (set {READ_LIMIT_VAR} to read larger files)")
         if info.st_size > cap:
             raise too_large
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, too_large
+
+
+def read_bytes(path: Path, what: str = "file", max_bytes: int | None = None) -> bytes:
+    """A regular file's bytes, at most ``max_bytes`` (default: ``GEVAL_MAX_READ_BYTES``), opened as
+    :func:`_open_checked` says."""
+    cap = size_limit(READ_LIMIT_VAR, MAX_READ_BYTES) if max_bytes is None else max_bytes
+    fd, too_large = _open_checked(path, what, cap)
+    try:
         chunks = []
         got = 0
         while got <= cap:
@@ -153,6 +161,39 @@ def read_bytes(path: Path, what: str = "file", max_bytes: int | None = None) -> 
         os.close(fd)
 
 
+def read_lines(path: Path, what: str = "file") -> Iterator[tuple[int, str]]:
+    """(line number, line) of a regular file of lines (JSON Lines), read a line at a time: the file is never held
+    whole. Lines end at ``\n`` only, as :func:`lines` says; UTF-8, a byte-order mark dropped; bounded by
+    ``GEVAL_MAX_READ_BYTES`` and ``GEVAL_MAX_LINE_BYTES``. Raises :class:`ReadError` while the lines are taken."""
+    cap = size_limit(READ_LIMIT_VAR, MAX_READ_BYTES)
+    line_cap = size_limit(LINE_LIMIT_VAR, MAX_LINE_BYTES)
+    fd, too_large = _open_checked(path, what, cap)
+    with os.fdopen(fd, "rb") as fh:
+        got = 0
+        n = 0
+        while True:
+            try:
+                raw = fh.readline(line_cap + 2)  # the line, its \r and its \n
+            except OSError as exc:
+                raise _os_reason(exc, what) from None
+            if not raw:
+                return
+            n += 1
+            start, got = got, got + len(raw)
+            if got > cap:
+                raise too_large
+            ended = raw.endswith(b"\n")
+            body = raw[:-1] if ended else raw
+            if body.endswith(b"\r"):
+                body = body[:-1]
+            if len(body) > line_cap or (not ended and len(raw) == line_cap + 2):
+                raise _too_long(n, what, None, line_cap)
+            try:
+                yield n, body.decode("utf-8-sig" if n == 1 else "utf-8")
+            except UnicodeDecodeError as exc:
+                raise ReadError(f"{what} is not UTF-8 text (byte {start + exc.start + 1})", where=f"line {n}") from None
+
+
 def read_text(path: Path, what: str = "file", max_bytes: int | None = None) -> str:
     """A regular file's text, decoded as UTF-8 (a byte-order mark is dropped); bounded as :func:`read_bytes`."""
     raw = read_bytes(path, what, max_bytes)
@@ -164,13 +205,29 @@ def read_text(path: Path, what: str = "file", max_bytes: int | None = None) -> s
 
 
 def lines(text: str, what: str = "file", max_chars: int | None = None) -> Iterator[tuple[int, str]]:
-    """(line number, line) of ``text``; a line longer than ``GEVAL_MAX_LINE_BYTES`` characters is an error."""
+    """(line number, line) of JSON Lines ``text``; a line longer than ``GEVAL_MAX_LINE_BYTES`` characters is an
+    error.
+
+    Lines end at ``\n`` only (a ``\r`` before it is dropped): a JSON string may hold U+2028, U+0085, a form
+    feed and the other characters at which ``str.splitlines`` also breaks a line, and such a line is one record.
+    """
     cap = size_limit(LINE_LIMIT_VAR, MAX_LINE_BYTES) if max_chars is None else max_chars
-    for n, line in enumerate(text.splitlines(), 1):
+    start, n, size = 0, 0, len(text)
+    while start < size:
+        end = text.find("\n", start)
+        if end < 0:
+            end = size
+        line = text[start:end - 1] if end > start and text[end - 1] == "\r" else text[start:end]
+        start, n = end + 1, n + 1
         if len(line) > cap:
-            raise ReadError(f"line {n} of the {what} is too long: {human_size(len(line))}, more than the limit of "
-                            f"{human_size(cap)} (set {LINE_LIMIT_VAR} to allow longer lines)", where=f"line {n}")
+            raise _too_long(n, what, human_size(len(line)), cap)
         yield n, line
+
+
+def _too_long(n: int, what: str, size: str | None, cap: int) -> ReadError:
+    how = f"{size}, more" if size is not None else "more"
+    return ReadError(f"line {n} of the {what} is too long: {how} than the limit of {human_size(cap)} (set {LINE_LIMIT_VAR} to allow "
+                     "longer lines)", where=f"line {n}")
 
 
 def confine(base: Path, rel: str, root: Path, what: str = "file") -> Path:

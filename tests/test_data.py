@@ -142,3 +142,49 @@ def test_a_cases_fields_read_like_the_dict_they_replace():
     with pytest.raises(TypeError):
         f["source"] = "x"  # type: ignore[index]
     assert not hasattr(f, "__dict__")
+
+
+# characters at which str.splitlines() breaks a line, which a JSON string may hold as they are
+SEPARATORS = ["\u2028", "\u2029", "\u0085", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\r"]
+
+
+@pytest.mark.parametrize("ending", ["\n", "\r\n"])
+def test_a_json_line_may_hold_any_line_separator_in_a_string(tmp_path, ending):
+    """JSON Lines end at a newline only: U+2028, NEL, form feed and the rest inside a string stay in its record."""
+    write(tmp_path, "jsonl")
+    rows = [dict(ROWS[0], out={"text": f"a{sep}b"}, meta={"id": f"x{i}", "doc": "g1"}) for i, sep in
+            enumerate(SEPARATORS)]
+    text = ending.join(json.dumps(r, ensure_ascii=False) for r in rows) + ending
+    (tmp_path / "specs" / "data.jsonl").write_bytes(b"\xef\xbb\xbf" + text.encode("utf-8"))  # with a BOM
+    cases = read_cases(load_spec(Project(tmp_path).resolve("d"))).cases
+    assert [c.fields["candidate"] for c in cases] == [f"a{sep}b" for sep in SEPARATORS]
+    assert [c.row for c in cases] == list(range(1, len(SEPARATORS) + 1))
+
+
+def test_a_data_line_that_is_not_utf8_or_too_long_is_named(tmp_path, monkeypatch):
+    write(tmp_path, "jsonl")
+    path = tmp_path / "specs" / "data.jsonl"
+    parsed = load_spec(Project(tmp_path).resolve("d"))  # (before the limits below, which bound the spec too)
+    good = json.dumps(ROWS[0]).encode()
+    path.write_bytes(good + b"\n" + good.replace(b"cand one", b"cand \xff") + b"\n")
+    with pytest.raises(DataError, match=rf"data.jsonl \(line 2\): data file is not UTF-8 text \(byte {len(good) + 1 + good.index(b'cand one') + 6}\)"):
+        read_cases(parsed)
+    path.write_bytes(good + b"\n" + good + b"x" * 100 + b"\n")
+    monkeypatch.setenv("GEVAL_MAX_LINE_BYTES", str(len(good) + 50))
+    with pytest.raises(DataError, match=r"line 2 of the data file is too long: more than the limit of"):
+        read_cases(parsed)
+    path.write_bytes((good + b"\r\n") * 2)  # a line at the limit, and its \r\n, is read
+    monkeypatch.setenv("GEVAL_MAX_LINE_BYTES", str(len(good)))
+    with pytest.raises(DataError, match="duplicate case ids"):  # (both lines are read)
+        read_cases(parsed)
+    monkeypatch.setenv("GEVAL_MAX_READ_BYTES", str(2 * len(good) + 3))
+    with pytest.raises(DataError, match="too large"):
+        read_cases(parsed)
+
+
+def test_lines_of_a_text_end_at_newlines_only():
+    from geval_spec.files import lines
+
+    text = "a\u2028b\r\n\nc\x85d\re\n" + "last"
+    assert list(lines(text)) == [(1, "a\u2028b"), (2, ""), (3, "c\x85d\re"), (4, "last")]
+    assert list(lines("")) == [] and list(lines("x\n")) == [(1, "x")]

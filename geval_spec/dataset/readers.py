@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from geval_spec.files import ReadError, check_input, lines, read_text
+from geval_spec.files import ReadError, check_input, read_lines, read_text
 
 FORMATS = {".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".parquet": "parquet"}
 
@@ -74,8 +74,9 @@ def read_jsonl(path: Path) -> Records:
 
 
 def jsonl_rows(path: Path) -> Iterator[tuple[dict[str, Any], int]]:
-    """(record, line) of a JSON Lines file, one at a time: the records need not all be held at once."""
-    for n, line in lines(read_text(path, "data file"), "data file"):
+    """(record, line) of a JSON Lines file, read and decoded a line at a time: neither the file's text nor its
+    records are held whole."""
+    for n, line in read_lines(path, "data file"):
         if not line.strip():
             continue
         item = _decode(line, f"line {n}")

@@ -169,7 +169,8 @@ def _line(item: Any) -> BatchLine | None:
 def read_lines(data: bytes) -> list[BatchLine]:
     """The lines of an output or error file (lines that are not JSON objects with a custom_id are skipped)."""
     out = []
-    for raw in data.decode("utf-8", errors="replace").splitlines():
+    for raw in data.decode("utf-8", errors="replace").split("\n"):  # not splitlines: a JSON string may hold
+        # U+2028, U+0085 and other characters it breaks at (the line would be skipped and its paid answer lost)
         if not raw.strip():
             continue
         try:

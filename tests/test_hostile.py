@@ -686,6 +686,27 @@ def _sparse(rel: str, size: int = 5 << 30):
     return make
 
 
+def _foreign_db(rel: str, kind: str):
+    """A database that is not a geval-spec store: DuckDB with tables of its own, DuckDB with another meta table,
+    or SQLite (which DuckDB would read through an extension it fetches from the network)."""
+    def make(root: Path, tmp: Path) -> None:
+        path = root / rel
+        if kind == "sqlite":
+            import sqlite3
+
+            con = sqlite3.connect(path)
+            con.execute("CREATE TABLE runs (x)")
+            con.commit()
+            con.close()
+            return
+        import duckdb
+
+        con = duckdb.connect(str(path))
+        con.execute("CREATE TABLE meta (k VARCHAR)" if kind == "meta" else "CREATE TABLE t (k VARCHAR)")
+        con.close()
+    return make
+
+
 def _readonly_folder(rel: str):
     def make(root: Path, tmp: Path) -> None:
         path = root / rel
@@ -789,6 +810,20 @@ READ_CASES = [
     Case("db-is-directory", argv=(*IMPORT, "judgments.jsonl", "--db", "outdir"),
          files={"judgments.jsonl": FIX / "imports" / "scores.jsonl"}, setup=_folder("outdir"),
          msg=(r"outdir", WRITE)),
+    *(Case(f"db-fifo-{argv[0]}", argv=(*argv, "--db", "ff"), setup=_fifo("ff"), proc=True,
+           msg=(r"ff", r"not a regular file")) for argv in (("report", "demo", "--exit-zero"), ("sweep", "demo"),
+                                                           ("batches",), ("export", "run_x", "--cassette", "c.jsonl"))),
+    Case("merge-a-fifo", argv=("merge", "ff", "--db", "m.duckdb"), setup=_fifo("ff"), proc=True,
+         msg=(r"ff", r"not a regular file")),
+    Case("db-duckdb-not-ours", argv=("report", "demo", "--db", "o.duckdb", "--exit-zero"),
+         setup=_foreign_db("o.duckdb", "tables"), msg=(r"o\.duckdb", r"not a geval-spec results database", r"\(t\)")),
+    Case("db-duckdb-other-meta", argv=(*IMPORT, "judgments.jsonl", "--db", "o.duckdb"),
+         files={"judgments.jsonl": FIX / "imports" / "scores.jsonl"}, setup=_foreign_db("o.duckdb", "meta"),
+         msg=(r"o\.duckdb", r"not a geval-spec results database", r"meta")),
+    Case("merge-duckdb-not-ours", argv=("merge", "o.duckdb", "--db", "m.duckdb"),
+         setup=_foreign_db("o.duckdb", "tables"), msg=(r"o\.duckdb", r"not a geval-spec results database")),
+    Case("db-sqlite", argv=("report", "demo", "--db", "s.db", "--exit-zero"), setup=_foreign_db("s.db", "sqlite"),
+         msg=(r"s\.db", r"not a DuckDB file")),
     Case("report-all-json-blocked", argv=("report", "demo", "--format", "all", "--exit-zero"), needs_run=True,
          setup=_folder("reports/demo/report.json"), msg=(r"report\.json", WRITE),
          post=none_written("reports/demo/report.md")),

@@ -29,13 +29,14 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from geval_spec.dataset.cases import Case
 from geval_spec.errors import Problem, RefError, StoreError
+from geval_spec.files import ReadError, check_regular
 from geval_spec.judge.types import Recorded
 from geval_spec.spec.load import ResolvedSpec
 from geval_spec.store.batches import BatchTable
 from geval_spec.store.journal import Journal, replay_journals
 from geval_spec.store.records import Planned, ResponseRecord, RunInfo, RunJudge, RunKind, RunSettings, RunStatus, Usage, now
 from geval_spec.store.judgments import JudgmentTables
-from geval_spec.store.schema import SCHEMA_VERSION, create_or_migrate, replace_views, views_current
+from geval_spec.store.schema import SCHEMA_VERSION, create_or_migrate, not_ours, replace_views, views_current
 from geval_spec.store.shards import ShardTables
 from geval_spec.store.sql import IN as _IN
 from geval_spec.store.sql import RUN_COLUMNS as _RUN_COLUMNS
@@ -53,6 +54,7 @@ MEMORY_AMOUNT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|TB|KIB|MIB|GIB|TI
 _UNIT = {"B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
 _MEMORY_CEILING = 64e9
 INSERT_CHUNK = 10_000  # rows per INSERT statement (see Store.insert)
+_CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
 
 
 ENGINE_NAMES = ("connect", "Error", "ConstraintException")  # all the store uses of DuckDB's module
@@ -133,16 +135,22 @@ class _Connection:
 
 def _connect(path: Path, wait: float, read_only: bool = False) -> Any:
     """A connection to the file, waiting (with growing pauses) while another process holds it."""
+    try:  # a FIFO or a device would hang or never end
+        if os.path.lexists(path):
+            check_regular(path, "results database")
+    except ReadError as exc:
+        raise StoreError(f"cannot open the results database {path}: {exc}") from None
     duckdb = _duckdb()
     deadline = time.monotonic() + wait
     pause = 0.01
     while True:
-        try:
-            return duckdb.connect(str(path), read_only=read_only)
+        try:  # never fetch or load DuckDB extensions (a SQLite or Postgres file would ask for one)
+            return duckdb.connect(str(path), read_only=read_only, config=_CONFIG)
         except duckdb.Error as exc:
             text = str(exc)
-            if "lock" not in text.lower():
-                raise StoreError(f"cannot open the results database {path}: {text.splitlines()[0]}") from None
+            if "lock" not in text.lower():  # (DuckDB asks for an extension to read a SQLite or other foreign file)
+                why = "not a DuckDB file" if "extension" in text.lower() else text.splitlines()[0]
+                raise StoreError(f"cannot open the results database {path}: {why}") from None
             if time.monotonic() >= deadline:
                 raise StoreError(f"the results database {path} has been in use by another process for {wait:g} s; "
                                  "try again when it is done") from None
@@ -197,9 +205,8 @@ class Store(JudgmentTables, BatchTable, ShardTables):
     def insert(self, cursor: Any, table: str, rows: Sequence[tuple[Any, ...]], ignore: bool = False) -> None:
         """Insert many rows, INSERT_CHUNK to a statement, as NumPy columns that DuckDB scans (:func:`.sql.columns`).
 
-        Columns as list parameters (``unnest(?::VARCHAR[])``) cost DuckDB twice as much for a batch of response
-        bodies, and executemany 20x; a chunk because DuckDB converts a list parameter whole: the 100,000 cases of
-        a run in one statement took 160 MB on the way in (BENCHMARKS.md, scale)."""
+        List parameters (``unnest(?::VARCHAR[])``) cost DuckDB twice as much for response bodies, executemany 20x;
+        in chunks, as 100,000 cases in one statement took 160 MB on the way in (BENCHMARKS.md, scale)."""
         if not rows:
             return
         types = self._types(table)
@@ -266,8 +273,13 @@ class Store(JudgmentTables, BatchTable, ShardTables):
     # -- schema and recovery -----------------------------------------------------------
     def _migrate(self) -> None:
         c = self.con
-        c.execute("CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
-        row = c.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        try:
+            row = c.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        except _duckdb().Error:  # no table meta (a new file), or one of another shape
+            row = None
+        if row is None and (foreign := not_ours(c)) is not None:
+            raise StoreError(f"{self.path} is a DuckDB database but not a geval-spec results database: {foreign}; "
+                             "give --db a new file or a store geval-spec made")
         found = int(row[0]) if row is not None else None
         if found is not None and found > SCHEMA_VERSION:
             raise StoreError(f"{self.path} was written by a newer geval-spec (schema {found}, "

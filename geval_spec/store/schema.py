@@ -145,3 +145,21 @@ def _migrate_1_to_2(con: Any) -> None:
         INSERT OR IGNORE INTO failures
         SELECT request_hash, run_id, attempt, status, kind, error, received_at FROM responses WHERE NOT ok""")
     con.execute("DROP TABLE responses")
+
+
+def not_ours(con: Any) -> str | None:
+    """Why a database without geval-spec's schema version is not a results database (tables of its own, or a
+    ``meta`` table of another shape), or None when it is empty: a new store."""
+    tables = sorted(r[0] for r in con.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database()").fetchall())
+    if "meta" in tables:
+        columns = {r[0] for r in con.execute(
+            "SELECT column_name FROM duckdb_columns() WHERE database_name = current_database() "
+            "AND table_name = 'meta'").fetchall()}
+        if not {"key", "value"} <= columns:
+            return "its table meta is not geval-spec's"
+    others = [t for t in tables if t != "meta"]
+    if others:
+        shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
+        return f"it holds tables ({shown}) but no geval-spec schema version"
+    return None

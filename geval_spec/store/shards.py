@@ -7,6 +7,8 @@ run made in one go; ``export --parquet`` writes a run's tables.
 
 from __future__ import annotations
 
+import os
+
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
@@ -39,7 +41,8 @@ class ShardTables:
         A completed run here is kept.
         """
         if not other.is_file():
-            raise StoreError(f"no results database at {other}")
+            raise StoreError(f"no results database at {other}" if not os.path.lexists(other) else
+                             f"{other} is not a results database: not a regular file (a folder, FIFO or device)")
         type(self)(other).close()  # bring it to this schema version and replay its journals first
         quoted = str(other).replace("'", "''")
         self.con.execute(f"ATTACH '{quoted}' AS shard (READ_ONLY)")

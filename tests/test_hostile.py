@@ -50,6 +50,7 @@ import pytest
 
 from conftest import TESTS, Result, cli, git
 from e2e_helpers import make_project
+from geval_spec.store.db import Store
 
 FIX = TESTS / "hostile"
 TRACEBACK = "Traceback (most recent call last)"
@@ -756,6 +757,16 @@ READ_CASES = [
          proc=True),
     Case("data-dev-urandom", spec={"data.path": "/dev/urandom", "data.format": "csv"},
          msg=(r"/dev/urandom", READ), proc=True),
+    # a \udXXX escape alone is half of a character: no text to send, hash or store (not an internal error)
+    Case("data-lone-surrogate", files={"specs/data/cases.jsonl": cases_jsonl().replace("number 2.", "\\ud800")},
+         msg=(r"cases\.jsonl", r"line 3", r"surrogate")),
+    Case("data-lone-surrogate-render", argv=("render", "demo"),
+         files={"specs/data/cases.jsonl": cases_jsonl().replace("number 2.", "\\udfff")},
+         msg=(r"cases\.jsonl", r"line 3", r"surrogate")),
+    Case("template-lone-surrogate", argv=("render", "demo"), spec={"prompt.template": "templates/s.j2"},
+         files={"specs/templates/s.j2": '{{ candidate }} {{ "\\ud800" }}\n'}, msg=(r"s\.j2", r"surrogate")),
+    Case("cassette-lone-surrogate", argv=(*REPLAY, "c.jsonl"), files={"c.jsonl": '{"format": "x\\ud800"}\n'},
+         msg=(r"c\.jsonl", r"surrogate")),
     Case("data-fifo", setup=_fifo("specs/data/cases.jsonl"), msg=(r"cases\.jsonl", READ), proc=True),
     Case("data-directory", setup=_folder("specs/data/cases.jsonl"), msg=(r"cases\.jsonl", READ), proc=True),
     Case("data-sparse-5gb", setup=_sparse("specs/data/cases.jsonl"), msg=(r"cases\.jsonl", READ), proc=True),
@@ -959,6 +970,19 @@ def no_store(root: Path, tmp: Path) -> str | None:
     return None if res.code == 2 else "the import was stored as a run anyway"
 
 
+def reported_without(secret: str):
+    """What was imported is reported (in every format) and stored with the secret masked."""
+    def post(root: Path, tmp: Path) -> str | None:
+        out = "".join(cli("report", "demo", "--format", fmt, "--out", "-", "--exit-zero", cwd=root).out
+                      for fmt in ("md", "json", "html"))
+        with Store(root / ".geval" / "results.duckdb") as store:
+            out += " ".join(str(r) for r in store.con.execute("SELECT reason FROM judgments").fetchall())
+        if secret in out:
+            return "the secret is in a report or the store"
+        return None if "key [redacted] refused" in out else "the imported error is not reported (masked)"
+    return post
+
+
 def _huge_line(root: Path, tmp: Path) -> None:
     with open(root / J, "w") as fh:
         fh.write('{"case_id": "c000", "score": 3, "raw": "')
@@ -992,6 +1016,12 @@ IMPORT_CASES = [
     Case("case-id-twice", **imp("duplicate-cases.jsonl", 3, what=r"twice|duplicate")),
     Case("verdict-level-unknown", **imp("verdict-unknown-level.jsonl", 2, 4, method="verdicts",
                                         what=r"verdict")),
+    Case("error-lone-surrogate", argv=(*IMPORT, J), post=no_store,
+         files={J: '{"case_id": "c001", "score": 3}\n{"case_id": "c000", "error": "bad \\ud800 thing"}\n'},
+         msg=(r"judgments\.jsonl", r"surrogate", line_mentioned(2))),
+    Case("error-quotes-the-key", argv=(*IMPORT, J), code=0, env={"OPENAI_API_KEY": ENV_KEY}, leak=(ENV_KEY,),
+         files={J: f'{{"case_id": "c000", "error": "key {ENV_KEY} refused"}}\n{{"case_id": "c001", "score": 3}}\n'},
+         msg=(r"imported",), post=reported_without(ENV_KEY)),
     Case("single-line-100mb", argv=(*IMPORT, J), setup=_huge_line, proc=True, post=no_store,
          msg=(r"judgments\.jsonl", r"too (long|large|big)|limit|size", line_mentioned(1))),
 ]

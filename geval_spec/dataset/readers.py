@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from geval_spec.files import ReadError, check_input, read_lines, read_text
+from geval_spec.files import SURROGATE, ReadError, check_input, lone_surrogate, read_lines, read_text
 
 FORMATS = {".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".parquet": "parquet"}
 
@@ -41,12 +41,15 @@ def file_format(path: Path, declared: str | None) -> str | None:
 
 def _decode(text: str, where: str) -> Any:
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except RecursionError:
         raise ReadError("JSON nested too deeply", where=where) from None
     except ValueError as exc:
         msg = getattr(exc, "msg", str(exc))
         raise ReadError(f"not valid JSON: {msg}", where=where) from None
+    if lone_surrogate(text, value):
+        raise ReadError(f"a value {SURROGATE}", where=where)
+    return value
 
 
 def _columns(rows: list[dict[str, Any]]) -> tuple[str, ...]:

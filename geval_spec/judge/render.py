@@ -332,7 +332,14 @@ def _collect(chunks: Iterable[str], budget: Any) -> str:
     for chunk in chunks:
         budget.output(chunk)
         out.append(chunk)
-    return "".join(out)
+    text = "".join(out)
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:  # (a string literal of the template such as "\ud800")
+            raise ValueError(f"the prompt holds half of a character (a lone surrogate, {text[exc.start]!r}), "
+                             "not text") from None
+    return text
 
 
 def _mentions(line: str, name: str) -> bool:

@@ -43,11 +43,12 @@ from geval_spec import __version__
 from geval_spec.dataset.cases import Dataset, read_cases
 from geval_spec.dataset.splits import assign_splits
 from geval_spec.errors import DataError, Problem
-from geval_spec.files import ReadError, lines, prepare_output, read_text
+from geval_spec.files import SURROGATE, ReadError, lines, lone_surrogate, prepare_output, read_text
 from geval_spec.judge.outputs import as_int_score, verdicts_from_items
 from geval_spec.judge.precheck import precheck
 from geval_spec.judge.scoring import judge_verdicts, mean_and_spread
 from geval_spec.judge.types import Details, Judgment
+from geval_spec.redact import redact_json
 from geval_spec.spec.load import ParsedSpec
 from geval_spec.spec.sections import Spec
 from geval_spec.store.db import Store
@@ -104,6 +105,14 @@ def forms_for(spec: Spec) -> tuple[str, ...]:
     if spec.scoring.method == "verdicts":
         return ("verdicts", "score", "error")
     return ("score", "samples", "distribution", "error")
+
+
+def redacted_line(obj: Any) -> Any:
+    """An import line with every secret masked in its values but the case id (an error or a reason can quote a
+    key; what is imported is stored and reported)."""
+    if not isinstance(obj, dict):
+        return obj
+    return {k: v if k == "case_id" else redact_json(v) for k, v in obj.items()}
 
 
 def parse_line(obj: Any, spec: Spec, judge: str, line: _Line) -> tuple[str, Judgment] | Problem:
@@ -254,7 +263,10 @@ def read_judgments(parsed: ParsedSpec, path: Path, dataset: Dataset, label: str)
         except ValueError as exc:
             problems.append(line.problem(f"not JSON: {getattr(exc, 'msg', exc)}"))
             continue
-        got = parse_line(obj, parsed.spec, label, line)
+        if lone_surrogate(line_text, obj):
+            problems.append(line.problem(f"a value {SURROGATE}"))
+            continue
+        got = parse_line(redacted_line(obj), parsed.spec, label, line)
         if isinstance(got, Problem):
             problems.append(got)
             continue

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from geval_spec.errors import DataError, Problem
-from geval_spec.files import ReadError, check_input, lines, read_text
+from geval_spec.files import SURROGATE, ReadError, check_input, lines, lone_surrogate, read_text
 from geval_spec.judge.clients.base import TransportError, completion_of
 from geval_spec.judge.types import Completion, JsonObject, Recorded
 
@@ -54,6 +54,8 @@ def read_cassette(path: Path) -> dict[str, Recorded]:
             raise DataError(problems=[Problem("JSON nested too deeply", file=file, line=n)]) from None
         except ValueError as exc:
             raise DataError(problems=[Problem(f"not JSON: {getattr(exc, 'msg', exc)}", file=file, line=n)]) from None
+        if lone_surrogate(line_text, item):
+            raise DataError(problems=[Problem(f"a value {SURROGATE}", file=file, line=n)])
         if n == 1:
             if not isinstance(item, dict) or item.get("format") != FORMAT:
                 raise DataError(problems=[Problem("not a geval-spec cassette (first line lacks its header)",

@@ -25,7 +25,7 @@ import re
 import stat
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 from geval_spec.errors import InputError, Problem
 
@@ -228,31 +228,6 @@ def _too_long(n: int, what: str, size: str | None, cap: int) -> ReadError:
     how = f"{size}, more" if size is not None else "more"
     return ReadError(f"line {n} of the {what} is too long: {how} than the limit of {human_size(cap)} (set {LINE_LIMIT_VAR} to allow "
                      "longer lines)", where=f"line {n}")
-
-
-def lone_surrogate(text: str, value: Any) -> bool:
-    """Whether ``value``, decoded from the JSON ``text``, holds a string (or key) with half of a UTF-16 surrogate
-    pair (an escape such as ``\\ud800`` standing alone): that is not text, so it cannot be sent to a judge,
-    hashed or stored. Only a text that has such an escape is looked through."""
-    if "\\ud" not in text and "\\uD" not in text:
-        return False
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            try:
-                item.encode("utf-8")
-            except UnicodeEncodeError:
-                return True
-        elif isinstance(item, dict):
-            stack.extend(item)
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return False
-
-
-SURROGATE = "holds a \\udXXX escape that is half of a character (a lone surrogate), not text"
 
 
 def confine(base: Path, rel: str, root: Path, what: str = "file") -> Path:

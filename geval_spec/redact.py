@@ -184,9 +184,47 @@ def mask(text: str, spans: list[tuple[int, int]]) -> str:
 
 
 def redact(text: str, values: tuple[str, ...] | None = None) -> str:
-    """``text`` with every secret replaced by ``[redacted]``."""
+    """``text`` with every secret replaced by ``[redacted]`` (and every lone surrogate by U+FFFD: see below)."""
     spans = secret_spans(text, values)
-    return mask(text, spans) if spans else text
+    out = mask(text, spans) if spans else text
+    return out if out.isascii() or not _LONE.search(out) else _LONE.sub("\ufffd", out)
+
+
+# A \udXXX escape standing alone decodes (json.loads) to half of a UTF-16 pair, a lone surrogate: not text, so it
+# cannot be printed, hashed, sent or stored as UTF-8. Input files that hold one are refused at their line; what a
+# judge answers is kept with U+FFFD in its place.
+_LONE = re.compile("[\ud800-\udfff]")
+SURROGATE = "holds a \\udXXX escape that is half of a character (a lone surrogate), not text"
+
+
+def lone_surrogate(text: str | None, value: Any) -> bool:
+    """Whether ``value`` (decoded from the JSON ``text``; None: not known) holds a string or key with a lone
+    surrogate. With ``text``, only a text that has a ``\\ud`` escape is looked through."""
+    if text is not None and "\\ud" not in text and "\\uD" not in text:
+        return False
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if not item.isascii() and _LONE.search(item):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
+def scrub_surrogates(value: Any) -> Any:
+    """A copy of a JSON value with every lone surrogate in its strings and keys replaced by U+FFFD."""
+    if isinstance(value, str):
+        return _LONE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {scrub_surrogates(k): scrub_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [scrub_surrogates(v) for v in value]
+    return value
 
 
 def redact_json(value: Any, values: tuple[str, ...] | None = None) -> Any:

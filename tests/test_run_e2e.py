@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
 
 from conftest import cli, run_cli
 from e2e_helpers import make_project
-from openai_server import FakeOpenAI, ServerConfig
+from openai_server import FakeOpenAI, ServerConfig, candidate_of
 from geval_spec.store.db import Store
 
 
@@ -417,3 +418,38 @@ def test_a_run_holds_the_chunk_it_plans_not_every_case(tmp_path, server, monkeyp
     assert server.state.total == 40 and len(judgments(root, last_line(res.out))) == 40
     dataset = returned[0].dataset
     assert len(dataset.cases) == 40 and all(len(c.fields) == 0 for c in dataset.cases)
+
+
+def test_an_answer_holding_half_a_character_is_kept_and_judged(tmp_path):
+    """A judge that writes a \\udXXX escape standing alone (half of a character, which no store or terminal takes)
+    in its reasoning: the answer is stored, judged and reported with U+FFFD in its place, not a failed run."""
+    def judge(body, index):
+        score = int(re.search(r"\[\[score=(\d+)\]\]", candidate_of(body)).group(1))
+        content = json.dumps({"reasoning": "half \ud800 of it", "errors": ["e\udc00"], "score": score})
+        return {"content": content, "score": score, "distribution": {score: 1.0}}
+
+    with FakeOpenAI(ServerConfig(judge=judge)) as srv:
+        root = make_project(tmp_path, srv.base_url, n=6, client="openai-http")
+        res = cli("run", "demo", cwd=root)
+        assert res.code in (0, 1), res.err + res.out
+        js = judgments(root, last_line(res.out))
+    assert len(js) == 6 and all(j.valid for j in js.values())
+    assert js["c001"].details.errors == ("e\ufffd",)
+    rep = cli("report", "demo", "--format", "json", "--out", "-", "--exit-zero", cwd=root)
+    assert rep.code == 0 and json.loads(rep.out)
+
+
+def test_a_body_holding_half_a_character_is_stored_as_text():
+    from geval_spec.judge.clients.base import completion_from_openai
+
+    body = {"id": "x\ud800", "choices": [{"message": {"content": "ok \udfff"}, "logprobs": {"content": [
+        {"token": "a\ud800", "logprob": -0.1, "top_logprobs": [{"token": "\udc00", "logprob": -1.0}]}]}}],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1}}
+    text = json.dumps(body)
+    c = completion_from_openai(json.loads(text), "m", 1.0, text=text)
+    stored = c.body_text()
+    stored.encode("utf-8")  # (raises on a lone surrogate)
+    assert c.choices[0].text == "ok \ufffd" and json.loads(stored)["id"] == "x\ufffd"
+    assert json.loads(stored)["choices"][0]["logprobs"]["content"][0]["top_logprobs"][0]["token"] == "\ufffd"
+    plain = json.dumps({"choices": [{"message": {"content": "ok"}}]})
+    assert completion_from_openai(json.loads(plain), "m", 1.0, text=plain).raw_text == plain  # (as received)

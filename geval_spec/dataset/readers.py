@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from geval_spec.files import SURROGATE, ReadError, check_input, lone_surrogate, read_lines, read_text
+from geval_spec.files import ReadError, check_input, read_lines, read_text
+from geval_spec.redact import SURROGATE, lone_surrogate
 
 FORMATS = {".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".parquet": "parquet"}
 

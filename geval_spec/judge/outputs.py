@@ -19,6 +19,7 @@ from typing import Any, Iterable, Literal, Sequence
 from geval_spec.judge.tcva import normalise_verdict
 from geval_spec.judge.types import Verdict
 from geval_spec.spec.sections import VERDICT_LEVELS
+from geval_spec.redact import lone_surrogate, scrub_surrogates
 
 Preference = Literal["a", "b", "tie"]
 
@@ -35,7 +36,15 @@ class JsonFound:
 
 
 def extract_json(text: str | None, must_have: str) -> tuple[JsonFound | None, str | None]:
-    """The judge's JSON object (the last one holding ``must_have``), or the reason there is none."""
+    """The judge's JSON object (the last one holding ``must_have``), or the reason there is none. A ``\\udXXX``
+    escape in it that is half of a character comes out as U+FFFD (what it holds is stored and reported)."""
+    found, reason = _extract_json(text, must_have)
+    if found is not None and text is not None and lone_surrogate(text, found.value):
+        found = JsonFound(scrub_surrogates(found.value), found.start, found.end)
+    return found, reason
+
+
+def _extract_json(text: str | None, must_have: str) -> tuple[JsonFound | None, str | None]:
     if text is None or not text.strip():
         return None, "empty output"
     m = _FENCE.match(text)

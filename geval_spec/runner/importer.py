@@ -43,12 +43,12 @@ from geval_spec import __version__
 from geval_spec.dataset.cases import Dataset, read_cases
 from geval_spec.dataset.splits import assign_splits
 from geval_spec.errors import DataError, Problem
-from geval_spec.files import SURROGATE, ReadError, lines, lone_surrogate, prepare_output, read_text
+from geval_spec.files import ReadError, lines, prepare_output, read_text
 from geval_spec.judge.outputs import as_int_score, verdicts_from_items
 from geval_spec.judge.precheck import precheck
 from geval_spec.judge.scoring import judge_verdicts, mean_and_spread
 from geval_spec.judge.types import Details, Judgment
-from geval_spec.redact import redact_json
+from geval_spec.redact import SURROGATE, lone_surrogate, redact_json
 from geval_spec.spec.load import ParsedSpec
 from geval_spec.spec.sections import Spec
 from geval_spec.store.db import Store

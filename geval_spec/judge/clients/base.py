@@ -16,7 +16,8 @@ import re
 from typing import Any, Mapping, Protocol
 
 from geval_spec.judge.types import Choice, Completion, JsonObject, Logprobs, RateInfo, Recorded
-from geval_spec.redact import MASK, kept_dict, kept_list, redact, redact_json, secret_spans, secret_values
+from geval_spec.redact import (MASK, kept_dict, kept_list, lone_surrogate, redact, redact_json, scrub_surrogates,
+                                secret_spans, secret_values)
 
 
 class TransportError(Exception):
@@ -152,6 +153,8 @@ def completion_from_openai(data: JsonObject, model: str, latency_ms: float,
     from geval_spec.judge import costs
 
     received = data
+    if lone_surrogate(text, data):  # half of a character is no text to store: kept as U+FFFD (a new body)
+        data = scrub_surrogates(data)
     data = redact_body(data)
     raw_text = text if text is not None and data is received else None
     if not isinstance(data, dict) or not isinstance(data.get("choices"), list) or not data["choices"]:

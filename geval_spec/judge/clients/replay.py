@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from geval_spec.errors import DataError, Problem
-from geval_spec.files import SURROGATE, ReadError, check_input, lines, lone_surrogate, read_text
+from geval_spec.files import ReadError, check_input, lines, read_text
+from geval_spec.redact import SURROGATE, lone_surrogate
 from geval_spec.judge.clients.base import TransportError, completion_of
 from geval_spec.judge.types import Completion, JsonObject, Recorded
 

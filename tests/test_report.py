@@ -90,6 +90,43 @@ def test_gate_pass_and_junit(summeval, tmp_path):
     assert cli("report", run_id, "--db", str(db), "--exit-zero", cwd=tmp_path).code == 0
 
 
+UNSEEN = [chr(c) for c in [*range(0, 9), *range(11, 32), *range(0x7f, 0xa0)]] + \
+    ["\u200e", "\u200f", *map(chr, range(0x202a, 0x202f)), *map(chr, range(0x2066, 0x206a))]
+
+
+def test_case_text_cannot_reach_a_terminal_or_a_log_as_control_codes(tmp_path):
+    """Escape sequences, carriage returns, C1 controls and bidirectional marks in case ids, texts, groups and
+    imported errors are written out (\\x1b, \\u202e) in every report format, on stdout and in what commands print:
+    a hostile data file cannot erase a CI log's lines, recolour it or reorder what it shows."""
+    root = make_project(tmp_path, "http://127.0.0.1:9/v1", n=12)
+    data = root / "specs" / "data" / "cases.jsonl"
+    rows = [json.loads(x) for x in data.read_text().splitlines()]
+    nasty = "\x1b[2K\r\x1b]0;t\x07\x9b31m\u202e\u2066"
+    for i, r in enumerate(rows):
+        r["id"] = f"c{i}{nasty}" if i < 6 else r["id"]
+        r["cand"] = f"| pipe\n{nasty} {r['cand']}"
+        r["doc"] = f"{nasty}d{i // 2}"
+    data.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    lines = [{"case_id": r["id"], "score": 1 + i % 5} if i % 4 else {"case_id": r["id"], "error": f"bad {nasty}"}
+             for i, r in enumerate(rows)]
+    (tmp_path / "imp.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    printed = [cli("import", "demo", str(tmp_path / "imp.jsonl"), cwd=root)]
+    printed.append(cli("report", "demo", "--format", "all", "--exit-zero", cwd=root))
+    printed += [cli("report", "demo", "--format", fmt, "--out", "-", "--exit-zero", cwd=root) for fmt in
+                ("md", "json", "html")]
+    printed.append(cli("render", "demo", "--case", "c0" + nasty, cwd=root))
+    assert all(r.code == 0 for r in printed), [r.err for r in printed]
+    texts = [r.out + r.err for r in printed] + [p.read_text() for p in (root / "reports" / "demo").iterdir()]
+    found = {repr(ch) for text in texts for ch in UNSEEN if ch in text}
+    assert not found, found
+    assert "\\x1b" in (root / "reports" / "demo" / "report.md").read_text()
+    report = json.loads(printed[3].out)  # the JSON report is the same data, its characters escaped
+    values = [report]
+    for v in values:
+        values += [*v, *v.values()] if isinstance(v, dict) else v if isinstance(v, list) else []
+    assert f"bad {nasty}" in values
+
+
 def test_html_is_self_contained_and_escapes_case_text(tmp_path):
     srv = FakeOpenAI(ServerConfig()).start()
     try:
@@ -446,3 +483,26 @@ def test_gate_without_split_hints_name_the_full_key_path_everywhere(tmp_path):
     spec.write_text(spec.read_text().replace("  group: doc\n", ""))
     err = cli("validate", "p", cwd=tmp_path).err
     assert "hint: set judge.top_logprobs: 20 (the usual value)" in err and "hint: or set split.by: id" in err
+
+
+def test_html_of_lines_that_start_like_a_table_but_are_none_ends():
+    """A line starting with '|' and not followed by a table's separator is a paragraph. The converter once took
+    no line for it and looped forever, growing (a case text with a carriage return got there)."""
+    import signal
+
+    from geval_spec.output.html import render
+
+    def stuck(signum, frame):
+        raise AssertionError("render did not end")
+
+    old = signal.signal(signal.SIGALRM, stuck)
+    signal.alarm(10)
+    try:
+        out = render("| not a table\n| nor this\ntext\n\n| a | b |\n| --- | ---: |\n| 1 | 2 |\nafter")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    assert out.split("\n") == ["<p>| not a table</p>", "<p>| nor this text</p>",
+                               '<table><thead><tr><th>a</th><th>b</th></tr></thead><tbody><tr>'
+                               '<td style="text-align:left">1</td><td style="text-align:right">2</td></tr>'
+                               '</tbody></table>', "<p>after</p>"]

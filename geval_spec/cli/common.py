@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import sys
 import traceback
 from pathlib import Path
@@ -58,12 +59,22 @@ STATE = State()
 DB_HELP = "Results database (default .geval/results.duckdb)."
 
 
+# control characters (escape sequences, carriage returns) and marks that reorder text on screen
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def safe(text: str) -> str:
+    """Text for a terminal or a CI log, where a case id or a judge's text could otherwise move the cursor, erase a
+    line or recolour what follows: those characters written as ``\\uXXXX`` (in JSON, the same string)."""
+    return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
 def echo(text: str = "") -> None:
-    sys.stdout.write(text + "\n")
+    sys.stdout.write(safe(text) + "\n")
 
 
 def echo_err(text: str = "") -> None:
-    sys.stderr.write(text + "\n")
+    sys.stderr.write(safe(text) + "\n")
 
 
 def console(stderr: bool = False) -> Any:
@@ -172,7 +183,7 @@ def write_out(text: str, out: Optional[Path], default: Path) -> str | None:
     from geval_spec.files import write_atomic
 
     if out is not None and str(out) == "-":
-        sys.stdout.write(text)
+        sys.stdout.write(safe(text))
         return None
     path = out or default
     write_atomic(path, text)

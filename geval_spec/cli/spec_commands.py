@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal, Optional
 
 import typer
 
-from geval_spec.cli.common import app, console, echo, echo_err, handled, print_problems, project
+from geval_spec.cli.common import app, console, echo, echo_err, handled, print_problems, project, safe
 from geval_spec.errors import EXIT_INPUT, EXIT_OK, InputError, Problem
 
 if TYPE_CHECKING:
@@ -261,7 +261,7 @@ def render(
     if fmt == "json":
         out = [{"hash": r.hash, "case_id": r.case_id, "judge": r.judge, "sample": r.sample, "purpose": r.purpose,
                 "body": r.body} for r in requests]
-        sys.stdout.write(json.dumps(out, indent=2, ensure_ascii=False) + "\n")
+        sys.stdout.write(safe(json.dumps(out, indent=2, ensure_ascii=False)) + "\n")
         return EXIT_OK
     s = shown.parsed.spec
     echo(f"# {s.name} v{s.version} | case {shown.case_id} | {len(requests)} request(s) | "

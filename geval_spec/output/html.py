@@ -60,7 +60,7 @@ def _cells(line: str) -> list[str]:
 
 
 def render(markdown: str) -> str:
-    lines = markdown.splitlines()
+    lines = markdown.split("\n")  # (not splitlines: a report's lines end at \n only)
     out: list[str] = []
     i = 0
     while i < len(lines):
@@ -96,8 +96,9 @@ def render(markdown: str) -> str:
                 quoted.append(inline(lines[i][2:]))
                 i += 1
             out.append(f"<blockquote>{' '.join(quoted)}</blockquote>")
-        else:
-            para = []
+        else:  # (a line that starts like a table but is none is text too: each pass takes at least one line)
+            para = [inline(line)]
+            i += 1
             while i < len(lines) and lines[i].strip() and not lines[i].startswith(("#", "|", "- ", "> ")):
                 para.append(inline(lines[i]))
                 i += 1

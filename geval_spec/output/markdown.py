@@ -9,19 +9,30 @@ from typing import Any, Sequence
 from geval_spec.analysis.results import Interval, SweepTest
 
 
+# control characters (a terminal's escape sequences among them) and the marks that reorder text on screen
+_UNSEEN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def visible(text: str) -> str:
+    """``text`` with control characters and bidirectional marks written out (``\\x1b``, ``\\u202e``): a case
+    text in a report cannot move the cursor, colour a terminal or reorder what is shown around it."""
+    return _UNSEEN.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else
+                       f"\\u{ord(m.group()):04x}", text)
+
+
 def md_escape(text: Any) -> str:
-    """Case text inside a Markdown table: no HTML, no table breaks, no emphasis surprises."""
+    """Case text inside a Markdown table: no HTML, no table breaks, no emphasis surprises, nothing unseen."""
     s = html.escape(str(text), quote=False)
     for ch in ("\\", "|", "`", "*", "_", "[", "]"):
         s = s.replace(ch, "\\" + ch)
-    return s.replace("\n", " ")
+    return visible(s.replace("\r\n", " ").replace("\n", " ").replace("\r", " "))
 
 
 def md_code(text: Any) -> str:
     """``text`` as a Markdown code span it cannot leave: a fence one backtick longer than any run of backticks in
     it (a judge label or file name with a backtick once closed the span and let HTML through). Inside a code span
     CommonMark shows HTML and escapes as written; line breaks become spaces."""
-    s = str(text).replace("\r", " ").replace("\n", " ")
+    s = visible(str(text).replace("\r", " ").replace("\n", " "))
     runs = [len(m) for m in re.findall(r"`+", s)]
     fence = "`" * (max(runs, default=0) + 1)
     pad = " " if s.startswith(("`", " ")) or s.endswith(("`", " ")) or not s else ""

@@ -114,7 +114,7 @@ def check_input(path: Path, what: str = "file", max_bytes: int | None = None) ->
                         f"(set {READ_LIMIT_VAR} to read larger files)")
 
 
-def _open_checked(path: Path, what: str, cap: int) -> tuple[int, ReadError]:
+def _open_checked(path: Path, what: str, cap: int, settable: bool = True) -> tuple[int, ReadError]:
     """A regular file opened without blocking and checked after opening (so a FIFO swapped in after a check
     cannot hang the read), no larger than ``cap``: (fd, the error to raise if it grows past ``cap``)."""
     if "\x00" in str(path):
@@ -128,8 +128,11 @@ def _open_checked(path: Path, what: str, cap: int) -> tuple[int, ReadError]:
         problem = _kind_problem(info.st_mode, what)
         if problem is not None:
             raise problem
-        too_large = ReadError(f"{what} is too large: {human_size(max(info.st_size, cap + 1))}, more than the limit "
-                              f"of {human_size(cap)} (set {READ_LIMIT_VAR} to read larger files)")
+        size, limit = human_size(max(info.st_size, cap + 1)), human_size(cap)
+        if size == limit:  # (rounded alike: in bytes)
+            size, limit = f"{max(info.st_size, cap + 1):,} bytes", f"{cap:,} bytes"
+        too_large = ReadError(f"{what} is too large: {size}, more than the limit of {limit}" + (
+            f" (set {READ_LIMIT_VAR} to read larger files)" if settable else " (a fixed limit)"))
         if info.st_size > cap:
             raise too_large
     except BaseException:
@@ -142,7 +145,7 @@ def read_bytes(path: Path, what: str = "file", max_bytes: int | None = None) -> 
     """A regular file's bytes, at most ``max_bytes`` (default: ``GEVAL_MAX_READ_BYTES``), opened as
     :func:`_open_checked` says."""
     cap = size_limit(READ_LIMIT_VAR, MAX_READ_BYTES) if max_bytes is None else max_bytes
-    fd, too_large = _open_checked(path, what, cap)
+    fd, too_large = _open_checked(path, what, cap, settable=max_bytes is None)
     try:
         chunks = []
         got = 0
@@ -295,6 +298,12 @@ def prepare_output(path: Path, what: str = "output") -> Path:
         if exc.errno == 36:
             raise refuse("the file name is too long") from None
         raise refuse(exc.strerror or str(exc)) from None
+    try:  # the file is written next to its place and renamed there: try that (a folder such as /proc refuses it)
+        fd, probe = tempfile.mkstemp(dir=path.parent, prefix=".geval-probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise refuse(f"no file can be created in {path.parent} ({exc.strerror or exc})") from None
     return path
 
 

@@ -767,6 +767,10 @@ READ_CASES = [
          files={"specs/templates/s.j2": '{{ candidate }} {{ "\\ud800" }}\n'}, msg=(r"s\.j2", r"surrogate")),
     Case("cassette-lone-surrogate", argv=(*REPLAY, "c.jsonl"), files={"c.jsonl": '{"format": "x\\ud800"}\n'},
          msg=(r"c\.jsonl", r"surrogate")),
+    Case("template-over-1mb", argv=("render", "demo"), spec={"prompt.template": "templates/big.j2"},
+         files={"specs/templates/big.j2": "{{ candidate }}\n" + "x" * (1 << 20)},
+         msg=(r"too large: 1,048,5\d\d bytes, more than the limit of 1,048,576 bytes \(a fixed limit\)",),
+         at=("specs/demo.yaml", "template:"), leak=("GEVAL_MAX_READ_BYTES",)),
     Case("data-fifo", setup=_fifo("specs/data/cases.jsonl"), msg=(r"cases\.jsonl", READ), proc=True),
     Case("data-directory", setup=_folder("specs/data/cases.jsonl"), msg=(r"cases\.jsonl", READ), proc=True),
     Case("data-sparse-5gb", setup=_sparse("specs/data/cases.jsonl"), msg=(r"cases\.jsonl", READ), proc=True),
@@ -835,6 +839,11 @@ READ_CASES = [
          setup=_foreign_db("o.duckdb", "tables"), msg=(r"o\.duckdb", r"not a geval-spec results database")),
     Case("db-sqlite", argv=("report", "demo", "--db", "s.db", "--exit-zero"), setup=_foreign_db("s.db", "sqlite"),
          msg=(r"s\.db", r"not a DuckDB file")),
+    # a folder that takes no new file (/proc): refused before the work, in one message (not after the report)
+    *(Case(f"out-in-proc-{n}", argv=("report", "demo", *argv, "--exit-zero"), needs_run=True,
+           setup=lambda root, tmp: None if os.path.isdir("/proc/self") else pytest.skip("no /proc"),
+           msg=(r"/proc", r"no file can be created"), post=none_written("reports/demo/report.md"))
+      for n, argv in enumerate([("--format", "md", "--out", "/proc/version"), ("--junit", "/proc/x.xml")])),
     Case("report-all-json-blocked", argv=("report", "demo", "--format", "all", "--exit-zero"), needs_run=True,
          setup=_folder("reports/demo/report.json"), msg=(r"report\.json", WRITE),
          post=none_written("reports/demo/report.md")),

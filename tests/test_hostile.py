@@ -1025,6 +1025,11 @@ IMPORT_CASES = [
     Case("case-id-twice", **imp("duplicate-cases.jsonl", 3, what=r"twice|duplicate")),
     Case("verdict-level-unknown", **imp("verdict-unknown-level.jsonl", 2, 4, method="verdicts",
                                         what=r"verdict")),
+    Case("key-twice-in-a-line", argv=(*IMPORT, J), post=no_store,
+         files={J: '{"case_id": "c000", "score": 3}\n{"case_id": "c001", "case_id": "c002", "score": 2}\n'
+                   '{"case_id": "c003", "distribution": {"3": 0.5, "3": 0.5}}\n'},
+         msg=(r"judgments\.jsonl", r"'case_id' is given twice", r"'3' is given twice", line_mentioned(2),
+              line_mentioned(3))),
     Case("error-lone-surrogate", argv=(*IMPORT, J), post=no_store,
          files={J: '{"case_id": "c001", "score": 3}\n{"case_id": "c000", "error": "bad \\ud800 thing"}\n'},
          msg=(r"judgments\.jsonl", r"surrogate", line_mentioned(2))),

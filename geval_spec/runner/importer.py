@@ -107,6 +107,23 @@ def forms_for(spec: Spec) -> tuple[str, ...]:
     return ("score", "samples", "distribution", "error")
 
 
+class _Twice(Exception):
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+
+def _once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are all different (json.loads would keep the last of two silently)."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _Twice(key)
+            seen.add(key)
+    return out
+
+
 def redacted_line(obj: Any) -> Any:
     """An import line with every secret masked in its values but the case id (an error or a reason can quote a
     key; what is imported is stored and reported)."""
@@ -256,9 +273,12 @@ def read_judgments(parsed: ParsedSpec, path: Path, dataset: Dataset, label: str)
             break
         line = _Line(file, n, text)
         try:
-            obj = json.loads(line_text)
+            obj = json.loads(line_text, object_pairs_hook=_once)
         except RecursionError:
             problems.append(line.problem("JSON nested too deeply"))
+            continue
+        except _Twice as exc:
+            problems.append(line.problem(f"key {exc.key!r} is given twice in one object (which one is meant?)"))
             continue
         except ValueError as exc:
             problems.append(line.problem(f"not JSON: {getattr(exc, 'msg', exc)}"))

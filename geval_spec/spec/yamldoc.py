@@ -123,6 +123,15 @@ class _Builder:
         self.anchors: dict[str, tuple[Any, Path]] = {}
         self.nodes = 0
 
+    def scalar(self, ev: Any, path: Path) -> Any:
+        if ev.style or not ev.implicit[0]:
+            return ev.value
+        try:
+            return _plain_scalar(ev.value)
+        except ValueError:  # Python reads at most 4,300 decimal digits into an int
+            raise self.fail(f"a number of {len(ev.value):,} characters is too long to be a value", _mark(ev),
+                            path) from None
+
     def fail(self, message: str, mark: Mark | None, path: Path = (), hint: str | None = None) -> SpecError:
         return SpecError(problems=[Problem(message=message, file=self.file, line=mark.line if mark else None,
                                            col=mark.col if mark else None, key=format_path(path) or None,
@@ -167,7 +176,7 @@ class _Builder:
             return value
         self.check_tag(ev, path)
         if name == "ScalarEvent":
-            value = _plain_scalar(ev.value) if not ev.style and ev.implicit[0] else ev.value
+            value = self.scalar(ev, path)
         elif name == "SequenceStartEvent":
             value = []
             for ev2 in it:
@@ -183,7 +192,7 @@ class _Builder:
                 if type(ev2).__name__ != "ScalarEvent":
                     raise self.fail("keys must be plain scalars, not lists or mappings", kmark, path)
                 self.check_tag(ev2, path)
-                key = _plain_scalar(ev2.value) if not ev2.style and ev2.implicit[0] else ev2.value
+                key = self.scalar(ev2, path)
                 if key == "<<" and not ev2.style:
                     raise self.fail("YAML merge keys ('<<') are not supported", kmark, path,
                                     hint="write the keys out in full")

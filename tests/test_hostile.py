@@ -798,6 +798,9 @@ READ_CASES = [
          msg=(r"c\.jsonl", r"utf-?8|encoding|decode"), proc=True),
     # paths longer than the OS allows
     Case("ref-5000-chars", argv=("validate", "{long}"), msg=(r"too long|no spec|no such",), proc=True),
+    Case("ref-is-a-device", argv=("render", "/dev/zero"), msg=(r"/dev/zero", r"not a spec file"), proc=True),
+    Case("ref-is-a-fifo", argv=("validate", "specs/ff.yaml"), setup=_fifo("specs/ff.yaml"),
+         msg=(r"ff\.yaml", r"not a spec file"), proc=True),
     Case("ref-path-5000-chars", argv=("validate", "specs/{long}.yaml"), msg=(r"too long|no such",), proc=True),
     Case("import-path-5000-chars", argv=(*IMPORT, "{long}.jsonl"), msg=(r"too long|no such|cannot read",),
          proc=True),

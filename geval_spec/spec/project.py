@@ -15,6 +15,8 @@ revision; data files are read from the working tree (runs record their hash).
 
 from __future__ import annotations
 
+import os
+
 import re
 import subprocess
 from dataclasses import dataclass
@@ -228,7 +230,9 @@ class Project:
         as_path = Path(ref)
         if as_path.suffix in (".yaml", ".yml") or "/" in ref or as_path.is_file():
             if not as_path.is_file():
-                raise RefError(problems=[Problem(f"no such spec file: {ref}")])
+                there = os.path.lexists(as_path)
+                raise RefError(problems=[Problem(f"{ref} is not a spec file: a folder, device, FIFO or socket" if there
+                                                 else f"no such spec file: {ref}")])
             return self.source_of(as_path)
         return self.source_of(self.path_of(ref))
 

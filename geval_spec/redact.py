@@ -190,11 +190,11 @@ def redact(text: str, values: tuple[str, ...] | None = None) -> str:
     return out if out.isascii() or not _LONE.search(out) else _LONE.sub("\ufffd", out)
 
 
-# A \udXXX escape standing alone decodes (json.loads) to half of a UTF-16 pair, a lone surrogate: not text, so it
-# cannot be printed, hashed, sent or stored as UTF-8. Input files that hold one are refused at their line; what a
-# judge answers is kept with U+FFFD in its place.
+# An escape from \ud800 to \udfff standing alone decodes (json.loads) to half of a UTF-16 pair, a lone
+# surrogate: not text, so it cannot be printed, hashed, sent or stored as UTF-8. Input files that hold one are
+# refused at their line; what a judge answers is kept with U+FFFD in its place.
 _LONE = re.compile("[\ud800-\udfff]")
-SURROGATE = "holds a \\udXXX escape that is half of a character (a lone surrogate), not text"
+SURROGATE = "holds an escape from \\ud800 to \\udfff that is half of a character (a lone surrogate), not text"
 
 
 def lone_surrogate(text: str | None, value: Any) -> bool:

@@ -757,7 +757,8 @@ READ_CASES = [
          proc=True),
     Case("data-dev-urandom", spec={"data.path": "/dev/urandom", "data.format": "csv"},
          msg=(r"/dev/urandom", READ), proc=True),
-    # a \udXXX escape alone is half of a character: no text to send, hash or store (not an internal error)
+    # an escape from \ud800 to \udfff alone is half of a character: no text to send, hash or store (not an
+    # internal error)
     Case("data-lone-surrogate", files={"specs/data/cases.jsonl": cases_jsonl().replace("number 2.", "\\ud800")},
          msg=(r"cases\.jsonl", r"line 3", r"surrogate")),
     Case("data-lone-surrogate-render", argv=("render", "demo"),

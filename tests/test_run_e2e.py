@@ -421,8 +421,9 @@ def test_a_run_holds_the_chunk_it_plans_not_every_case(tmp_path, server, monkeyp
 
 
 def test_an_answer_holding_half_a_character_is_kept_and_judged(tmp_path):
-    """A judge that writes a \\udXXX escape standing alone (half of a character, which no store or terminal takes)
-    in its reasoning: the answer is stored, judged and reported with U+FFFD in its place, not a failed run."""
+    """A judge that writes an escape from \\ud800 to \\udfff standing alone (half of a character, which no store or
+    terminal takes) in its reasoning: the answer is stored, judged and reported with U+FFFD in its place, not a
+    failed run."""
     def judge(body, index):
         score = int(re.search(r"\[\[score=(\d+)\]\]", candidate_of(body)).group(1))
         content = json.dumps({"reasoning": "half \ud800 of it", "errors": ["e\udc00"], "score": score})

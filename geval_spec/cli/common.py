@@ -65,7 +65,7 @@ _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u206
 
 def safe(text: str) -> str:
     """Text for a terminal or a CI log, where a case id or a judge's text could otherwise move the cursor, erase a
-    line or recolour what follows: those characters written as ``\\uXXXX`` (in JSON, the same string)."""
+    line or recolour what follows: those characters written as ``\\u001b``-style escapes (in JSON, the same string)."""
     return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 

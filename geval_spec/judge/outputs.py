@@ -36,8 +36,9 @@ class JsonFound:
 
 
 def extract_json(text: str | None, must_have: str) -> tuple[JsonFound | None, str | None]:
-    """The judge's JSON object (the last one holding ``must_have``), or the reason there is none. A ``\\udXXX``
-    escape in it that is half of a character comes out as U+FFFD (what it holds is stored and reported)."""
+    """The judge's JSON object (the last one holding ``must_have``), or the reason there is none. An escape
+    from ``\\ud800`` to ``\\udfff`` in it that is half of a character comes out as U+FFFD (what it holds is
+    stored and reported)."""
     found, reason = _extract_json(text, must_have)
     if found is not None and text is not None and lone_surrogate(text, found.value):
         found = JsonFound(scrub_surrogates(found.value), found.start, found.end)

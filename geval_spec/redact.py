@@ -197,6 +197,17 @@ _LONE = re.compile("[\ud800-\udfff]")
 SURROGATE = "holds an escape from \\ud800 to \\udfff that is half of a character (a lone surrogate), not text"
 
 
+# Control characters (a terminal's escape sequences, carriage returns, C1 codes) and the marks that reorder text on
+# screen: case text must not reach a terminal, a CI log or a report as them (reports and the CLI write them out).
+UNSEEN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def unseen_escaped(text: str) -> str:
+    """``text`` with the characters of :data:`UNSEEN` written as ``\\u001b``-style escapes (in JSON text, the same
+    string)."""
+    return UNSEEN.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
 def lone_surrogate(text: str | None, value: Any) -> bool:
     """Whether ``value`` (decoded from the JSON ``text``; None: not known) holds a string or key with a lone
     surrogate. With ``text``, only a text that has a ``\\ud`` escape is looked through."""

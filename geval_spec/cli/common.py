@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 import sys
 import traceback
 from pathlib import Path
@@ -22,7 +21,7 @@ from typing import Any, Callable, Optional, Sequence
 import typer
 
 from geval_spec.errors import EXIT_BUG, EXIT_INTERRUPTED, EXIT_OK, GevalError, Problem
-from geval_spec.redact import redact
+from geval_spec.redact import redact, unseen_escaped
 
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE
 
@@ -59,14 +58,10 @@ STATE = State()
 DB_HELP = "Results database (default .geval/results.duckdb)."
 
 
-# control characters (escape sequences, carriage returns) and marks that reorder text on screen
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
 def safe(text: str) -> str:
     """Text for a terminal or a CI log, where a case id or a judge's text could otherwise move the cursor, erase a
-    line or recolour what follows: those characters written as ``\\u001b``-style escapes (in JSON, the same string)."""
-    return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    line or recolour what follows (:func:`geval_spec.redact.unseen_escaped`)."""
+    return unseen_escaped(text)
 
 
 def echo(text: str = "") -> None:

@@ -7,16 +7,13 @@ import re
 from typing import Any, Sequence
 
 from geval_spec.analysis.results import Interval, SweepTest
-
-
-# control characters (a terminal's escape sequences among them) and the marks that reorder text on screen
-_UNSEEN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+from geval_spec.redact import UNSEEN
 
 
 def visible(text: str) -> str:
     """``text`` with control characters and bidirectional marks written out (``\\x1b``, ``\\u202e``): a case
     text in a report cannot move the cursor, colour a terminal or reorder what is shown around it."""
-    return _UNSEEN.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else
+    return UNSEEN.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else
                        f"\\u{ord(m.group()):04x}", text)
 
 

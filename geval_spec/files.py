@@ -229,8 +229,8 @@ def lines(text: str, what: str = "file", max_chars: int | None = None) -> Iterat
 
 def _too_long(n: int, what: str, size: str | None, cap: int) -> ReadError:
     how = f"{size}, more" if size is not None else "more"
-    return ReadError(f"line {n} of the {what} is too long: {how} than the limit of {human_size(cap)} (set {LINE_LIMIT_VAR} to allow "
-                     "longer lines)", where=f"line {n}")
+    return ReadError(f"line {n} of the {what} is too long: {how} than the limit of {human_size(cap)} "
+                     f"(set {LINE_LIMIT_VAR} to allow longer lines)", where=f"line {n}")
 
 
 def confine(base: Path, rel: str, root: Path, what: str = "file") -> Path:

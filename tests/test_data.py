@@ -167,7 +167,8 @@ def test_a_data_line_that_is_not_utf8_or_too_long_is_named(tmp_path, monkeypatch
     parsed = load_spec(Project(tmp_path).resolve("d"))  # (before the limits below, which bound the spec too)
     good = json.dumps(ROWS[0]).encode()
     path.write_bytes(good + b"\n" + good.replace(b"cand one", b"cand \xff") + b"\n")
-    with pytest.raises(DataError, match=rf"data.jsonl \(line 2\): data file is not UTF-8 text \(byte {len(good) + 1 + good.index(b'cand one') + 6}\)"):
+    byte = len(good) + 1 + good.index(b"cand one") + 6
+    with pytest.raises(DataError, match=rf"data.jsonl \(line 2\): data file is not UTF-8 text \(byte {byte}\)"):
         read_cases(parsed)
     path.write_bytes(good + b"\n" + good + b"x" * 100 + b"\n")
     monkeypatch.setenv("GEVAL_MAX_LINE_BYTES", str(len(good) + 50))

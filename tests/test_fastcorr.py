@@ -271,3 +271,17 @@ def test_chunk_size_does_not_change_the_draws(level, monkeypatch):
     chunked = correlation.resample_metrics([x], y, ("spearman", "kendall"), level, **kw)
     for metric in ("spearman", "kendall"):
         assert np.array_equal(whole[metric], chunked[metric], equal_nan=True), metric
+
+
+def test_drawn_weights_are_rows_in_c_order_and_the_same_counts():
+    """The statistics read the weights in blocks of rows: a Fortran-ordered matrix (``counts[:, codes]``) made
+    every block a transposed copy first, about a tenth of a 10,000-case report. The counts must not change."""
+    from geval_spec.analysis.correlation import _codes, _unit_weights
+
+    units = [f"g{i // 3}" for i in range(300)]
+    codes, n_units = _codes(units)
+    w = _unit_weights(np.random.default_rng(4), codes, n_units, 50)
+    assert w.flags["C_CONTIGUOUS"] and w.shape == (50, 300)
+    idx = np.random.default_rng(4).integers(0, n_units, size=(50, n_units))  # the same stream, counted plainly
+    expected = np.array([np.bincount(row, minlength=n_units)[codes] for row in idx])
+    assert np.array_equal(w, expected)

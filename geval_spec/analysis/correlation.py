@@ -147,9 +147,11 @@ def _weighted_pearson(a: Array, b: Array, w: Array) -> float:
 def _unit_weights(rng: np.random.Generator, unit_codes: Array, n_units: int, rows: int) -> Array:
     """rows x n_cases weights (int64 counts): how often each case's unit was drawn."""
     idx = rng.integers(0, n_units, size=(rows, n_units))
-    offsets = (np.arange(rows) * n_units)[:, None]
-    counts = np.bincount((idx + offsets).ravel(), minlength=rows * n_units).reshape(rows, n_units)
-    return counts[:, unit_codes]
+    idx += (np.arange(rows) * n_units)[:, None]
+    counts = np.bincount(idx.ravel(), minlength=rows * n_units).reshape(rows, n_units)
+    # np.take writes rows in C order; counts[:, unit_codes] would be Fortran-ordered, and every block of rows
+    # the statistics read would be copied (transposed) first
+    return np.take(counts, unit_codes, axis=1)
 
 
 def resample(xs: Sequence[npt.ArrayLike], y: npt.ArrayLike, metric: str, level: str, *, units: Sequence[Any],

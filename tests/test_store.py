@@ -316,6 +316,22 @@ def test_judgments_added_to_a_run_keep_the_first_of_a_case(tmp_path):
         assert rows == [("a", "first"), ("b", "first"), ("c", "first")]
 
 
+def test_judgments_read_without_distributions_are_otherwise_the_same(tmp_path):
+    """Analysis reads judgments without their logprob distributions (no report uses them; parsing them was about
+    a third of reading a run's judgments): everything else reads back as stored, also the details it does use."""
+    from geval_spec.judge.types import Details, Judgment
+
+    stored = [Judgment(case_id=f"c{i}", judge="j", method="logprobs", score=2.5 + i, valid=True,
+                       distribution={2: 0.5, 3: 0.5}, valid_mass=0.9,
+                       details=Details(written_score=3, ambiguous_mass=0.01 * i)) for i in range(3)]
+    with Store(tmp_path / "r.duckdb") as store:
+        store.save_judgments("run_x", stored, replace_all=False)
+        assert store.judgments("run_x") == stored
+        without = store.judgments("run_x", distributions=False)
+    assert [j.distribution for j in without] == [None, None, None]
+    assert without == [Judgment(**{**j.__dict__, "distribution": None}) for j in stored]
+
+
 def test_a_nudge_starts_a_session_before_the_interval(tmp_path):
     db = tmp_path / "r.duckdb"
     Store(db).close()

@@ -47,8 +47,8 @@ def source_of_run(run: RunInfo) -> Source:
 
 
 def load(store: Store, project: Project, what: str, lean: bool = False) -> Loaded:
-    """The run a RUN id or a spec REF stands for, with what its analysis reads (``lean``: scores without the
-    logprob distributions and details; see :meth:`Store.judgments`)."""
+    """The run a RUN id or a spec REF stands for, with what its analysis reads: never the logprob
+    distributions (``lean``: the details neither; see :meth:`Store.judgments`)."""
     if RUN_ID.match(what):
         run = store.get_run(what)
         if run is None:
@@ -57,7 +57,7 @@ def load(store: Store, project: Project, what: str, lean: bool = False) -> Loade
             raise RefError(problems=[Problem(f"run {what} is {run.status}; its judgments are incomplete",
                                              hint=f"rerun the spec: geval-spec run {run.spec_ref}")])
         return Loaded(source=source_of_run(run), run=run, case_ids=tuple(store.run_case_ids(run.run_id)),
-                      judgments=tuple(store.judgments(run.run_id, lean)), label=what, spec_file=run.spec_file,
+                      judgments=tuple(store.judgments(run.run_id, lean, distributions=False)), label=what, spec_file=run.spec_file,
                       resolved=run.resolved, findings=store.findings(run.run_id))
     parsed = load_spec(project.resolve(what))
     run = newest_run(store, parsed, what)
@@ -65,7 +65,7 @@ def load(store: Store, project: Project, what: str, lean: bool = False) -> Loade
                     analysis_fp=parsed.analysis_fp, data_path=parsed.data_path, data_display=parsed.data_display,
                     run_data_sha256=run.data_sha256, run_judges=run.labels, key_problem=parsed.key_problem)
     return Loaded(source=source, run=run, case_ids=tuple(store.run_case_ids(run.run_id)),
-                  judgments=tuple(store.judgments(run.run_id, lean)), label=what, spec_file=parsed.source.display,
+                  judgments=tuple(store.judgments(run.run_id, lean, distributions=False)), label=what, spec_file=parsed.source.display,
                   resolved=parsed.resolved(), findings=store.findings(run.run_id))
 
 

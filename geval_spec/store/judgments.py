@@ -115,10 +115,12 @@ class JudgmentTables:
                                    [run_id]).fetchall()
         return valid, invalid, [(r[0], r[1]) for r in reasons], tuple(m[0] for m in methods)
 
-    def judgments(self, run_id: str, lean: bool = False) -> list[Judgment]:
+    def judgments(self, run_id: str, lean: bool = False, distributions: bool = True) -> list[Judgment]:
         """The run's judgments in case order. ``lean``: without the logprob distributions and details (except
         TCVA's, which say whether verdicts were given), for what needs the scores only (the gate after a run:
-        at 100k cases the full objects would be the largest thing the run holds)."""
+        at 100k cases the full objects would be the largest thing the run holds). ``distributions=False``:
+        without the logprob distributions only (no analysis reads them; parsing them was about a third of
+        reading a run's judgments)."""
         vmap: dict[tuple[str, str], list[Verdict]] = {}
         for case_id, judge, statement, verdict, reason, support in self.con.execute(
                 "SELECT case_id, judge, statement, verdict, reason, support FROM verdicts WHERE run_id = ? "
@@ -127,7 +129,8 @@ class JudgmentTables:
         out = []
         for row in self.con.execute(
                 "SELECT j.case_id, j.judge, j.method, j.score, j.valid, j.reason, "
-                + ("NULL, " if lean else "j.distribution_json, ") + "j.valid_mass, j.samples_json, j.spread, "
+                + ("NULL, " if lean or not distributions else "j.distribution_json, ")
+                + "j.valid_mass, j.samples_json, j.spread, "
                 + ("CASE WHEN j.method = 'verdicts' THEN j.details_json END" if lean else "j.details_json")
                 + " FROM judgments j LEFT JOIN run_cases c "
                 "ON c.run_id = j.run_id AND c.case_id = j.case_id WHERE j.run_id = ? ORDER BY c.position, j.judge",

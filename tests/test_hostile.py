@@ -58,6 +58,8 @@ TRACEBACK = "Traceback (most recent call last)"
 OUTSIDE = r"outside the project|not allowed"
 LIMIT = r"limit|too (large|long|big)|exceed|output size|timed? ?out|took (longer|more)|seconds"
 BOOL = r"true/false|true or false|boolean|bool"
+WHOLE = r"whole number|integer"
+NUMBER = r"expected a number|a valid number"
 MARKER = "TOP-SECRET-MARKER-7c1e"  # text of the files outside the project
 ENV_KEY = "sk-test-hostile-5b9d0a7e1c"  # OPENAI_API_KEY in the secrets cases
 URL_SECRET = "sk-secret-in-url-31f7"  # a credential written into judge.api_base
@@ -1125,6 +1127,34 @@ LOOSE_CASES = [
          at=("specs/demo.yaml", "supports_n:")),
     Case("compounds-no", spec={"language": "{code: nl-NL, compounds: no}"}, msg=(r"compounds", BOOL),
          at=("specs/demo.yaml", "language:")),
+    # a number is a number: YAML's true, a quoted number, a float where a count goes are not coerced
+    Case("version-true", spec={"version": "true"}, msg=(r"version", WHOLE), at=("specs/demo.yaml", "version:")),
+    Case("version-quoted", spec={"version": '"2"'}, msg=(r"version", WHOLE), at=("specs/demo.yaml", "version:")),
+    Case("version-float", spec={"version": "1.0"}, msg=(r"version", WHOLE), at=("specs/demo.yaml", "version:")),
+    Case("max-tokens-true", spec={"judge.max_tokens": "true"}, msg=(r"max_tokens", WHOLE),
+         at=("specs/demo.yaml", "max_tokens:")),
+    Case("max-tokens-float", spec={"judge.max_tokens": "200.0"}, msg=(r"max_tokens", WHOLE),
+         at=("specs/demo.yaml", "max_tokens:")),
+    Case("seed-quoted", spec={"judge.seed": '"7"'}, msg=(r"seed", WHOLE), at=("specs/demo.yaml", "seed:")),
+    Case("top-logprobs-true", spec={"judge.top_logprobs": "true"}, msg=(r"top_logprobs", WHOLE),
+         at=("specs/demo.yaml", "top_logprobs:")),
+    Case("temperature-quoted", spec={"judge.temperature": '"0.5"'}, msg=(r"temperature", NUMBER),
+         at=("specs/demo.yaml", "temperature:")),
+    Case("temperature-false", spec={"judge.temperature": "false"}, msg=(r"temperature", NUMBER),
+         at=("specs/demo.yaml", "temperature:")),
+    Case("threshold-true", spec={"calibration": "{split: all, level: dataset, threshold: true, min_validity: 0}"},
+         msg=(r"threshold", NUMBER), at=("specs/demo.yaml", "calibration:")),
+    Case("threshold-quoted", spec={"calibration": '{split: all, level: dataset, threshold: "0.8", min_validity: 0}'},
+         msg=(r"threshold", NUMBER), at=("specs/demo.yaml", "calibration:")),
+    Case("fraction-quoted", spec={"split": '{by: group, fractions: {dev: "0.5", test: 0.5}, seed: 1}'},
+         msg=(r"fractions", NUMBER), at=("specs/demo.yaml", "split:")),
+    Case("draws-float", spec={"bootstrap": "{draws: 2000.5, seed: 1}"}, msg=(r"draws", WHOLE),
+         at=("specs/demo.yaml", "bootstrap:")),
+    Case("scale-max-true", spec={"rubric": "{scale: {min: 1, max: true}, anchors: {1: {description: a}}}"},
+         msg=(r"max", WHOLE + "|" + NUMBER), at=("specs/demo.yaml", "rubric:")),
+    Case("anchor-score-float", spec={"rubric": "{scale: {min: 1, max: 2}, anchors: {1: {description: a}, "
+                                               "2.0: {description: b}}}"},
+         msg=(r"anchors", WHOLE), at=("specs/demo.yaml", "rubric:")),
     Case("model-empty", argv=(*DRY, "--model", ""), msg=(EMPTY_MODEL,)),
     Case("model-blank", argv=(*DRY, "--model", "   "), msg=(EMPTY_MODEL,)),
     Case("language-code-unchecked", spec={"language": "{code: xx-YY}"},

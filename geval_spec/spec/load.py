@@ -50,9 +50,11 @@ class ResolvedSpec:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "ResolvedSpec":
+        """The spec stored with a run: validated by geval-spec before it was written, and JSON (so rubric scores
+        are text keys): read without the strictness of a spec file."""
         template = data.get("template") or {}
         source = data.get("source") or {}
-        return cls(spec=Spec.model_validate(data["spec"]), steps=tuple(data.get("steps") or ()),
+        return cls(spec=Spec.model_validate(data["spec"], strict=False), steps=tuple(data.get("steps") or ()),
                    template_name=str(template.get("name") or ""), template_text=str(template.get("text") or ""),
                    file=str(source.get("file") or ""), rev=source.get("rev"))
 

@@ -12,9 +12,11 @@ the TCVA verdict levels.
 """
 
 # (no `from __future__ import annotations`: pydantic would evaluate 100-odd annotation strings at import)
+import re
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, JsonValue, Tag, field_validator, model_validator
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, JsonValue, Tag, field_validator,
+                      model_validator)
 
 SplitName = Literal["examples", "dev", "test"]
 SPLITS: tuple[SplitName, ...] = ("examples", "dev", "test")  # in the order fractions are laid out
@@ -37,7 +39,9 @@ def _no_entries() -> dict[str, Any]:
 
 
 class Base(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict: a number is a number, a whole number a whole number (``version: true``, ``threshold: "0.8"`` and
+    # ``max_tokens: 1500.0`` are errors at their line, not 1, 0.8 and 1500); a YAML integer is still a number
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 class Criterion(Base):
@@ -81,9 +85,16 @@ class Anchor(Base):
                                 description="Example candidates (or excerpts) for this score.")
 
 
+def _score_key(value: Any) -> Any:
+    """A score written as a JSON object's key (text of digits) is that score; ``true`` or ``2.0`` stay errors."""
+    if isinstance(value, str) and re.fullmatch(r"-?[0-9]+", value):
+        return int(value)
+    return value
+
+
 class Rubric(Base):
     scale: Scale = Field(description="The integer scale of scores, e.g. {min: 1, max: 5}.")
-    anchors: dict[int, Anchor] = Field(
+    anchors: dict[Annotated[int, BeforeValidator(_score_key)], Anchor] = Field(
         description="One anchor per score of the scale: disjoint descriptions that cover the scale.",
         json_schema_extra={"propertyNames": {"pattern": "^-?[0-9]+$"}})
 
@@ -294,6 +305,7 @@ class Prompt(Base):
 
 class Pairwise(Base):
     candidates: tuple[str, str] = Field(
+        strict=False,  # a YAML (or stored JSON) list of two names
         description="The two data.fields variables holding the candidates compared; the first is A. The judge "
         "says which is better; the human column holds the preference for A (1 A, 0 B, 0.5 tie).")
 

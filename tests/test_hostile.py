@@ -763,6 +763,15 @@ READ_CASES = [
     # internal error)
     Case("data-lone-surrogate", files={"specs/data/cases.jsonl": cases_jsonl().replace("number 2.", "\\ud800")},
          msg=(r"cases\.jsonl", r"line 3", r"surrogate")),
+    # an id or a group is text or a number: true, an object or a list was read as its Python text
+    Case("data-id-true", files={"specs/data/cases.jsonl": cases_jsonl(ids=("c000", True, "c002", "c003"))},
+         msg=(r"cases\.jsonl", r"line 2", r"id", r"true")),
+    Case("data-id-object", files={"specs/data/cases.jsonl": cases_jsonl(ids=("c000", "c001", {"a": 1}, "c003"))},
+         msg=(r"cases\.jsonl", r"line 3", r"id", r"an object")),
+    Case("data-id-list", files={"specs/data/cases.jsonl": cases_jsonl(ids=(["c0"], "c001", "c002", "c003"))},
+         msg=(r"cases\.jsonl", r"line 1", r"id", r"a list")),
+    Case("data-group-object", files={"specs/data/cases.jsonl": cases_jsonl(doc=["d0", {"g": 1}, "d1", "d1"])},
+         msg=(r"cases\.jsonl", r"line 2", r"doc", r"an object")),
     Case("data-lone-surrogate-render", argv=("render", "demo"),
          files={"specs/data/cases.jsonl": cases_jsonl().replace("number 2.", "\\udfff")},
          msg=(r"cases\.jsonl", r"line 3", r"surrogate")),

@@ -136,6 +136,17 @@ def as_text(value: Any) -> str:
     return str(value)
 
 
+def not_a_label(value: Any) -> str | None:
+    """What a value is when it cannot be an id or a label (true/false, an object, a list), else None."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    return None
+
+
 def _as_label(value: Any) -> str | None:
     if type(value) is str:
         return value
@@ -263,6 +274,8 @@ class _CaseReader:
             value = lookup(rec, col)
             if value is _MISSING or value is None:
                 bad.add(("data", attr), f"no value at '{col}'", where)
+            elif (kind := not_a_label(value)) is not None:
+                bad.add(("data", attr), f"the value at '{col}' is {kind}: a label is text or a number", where)
             label = _as_label(value)
             optional[attr] = label if label is None else self.labels.setdefault(label, label)
         split_value = None
@@ -306,7 +319,12 @@ def load_dataset(spec: Spec, path: Path, display: str, key_problem: KeyProblem) 
             present.update(rec)
             if n <= 100:
                 columns.update(dict.fromkeys(rec))
-            case_id = _as_label(lookup(rec, d.id))
+            raw_id = lookup(rec, d.id)
+            if (kind := not_a_label(raw_id)) is not None:
+                bad.add(("data", "id"), f"the id at '{d.id}' is {kind}: an id is text or a whole number",
+                        f"{unit} {pos}")
+                continue
+            case_id = _as_label(raw_id)
             if case_id is None or case_id == "":
                 bad.add(("data", "id"), f"no id at '{d.id}'", f"{unit} {pos}")
                 continue

@@ -57,16 +57,16 @@ def load(store: Store, project: Project, what: str, lean: bool = False) -> Loade
             raise RefError(problems=[Problem(f"run {what} is {run.status}; its judgments are incomplete",
                                              hint=f"rerun the spec: geval-spec run {run.spec_ref}")])
         return Loaded(source=source_of_run(run), run=run, case_ids=tuple(store.run_case_ids(run.run_id)),
-                      judgments=tuple(store.judgments(run.run_id, lean, distributions=False)), label=what, spec_file=run.spec_file,
-                      resolved=run.resolved, findings=store.findings(run.run_id))
+                      judgments=tuple(store.judgments(run.run_id, lean, distributions=False)), label=what,
+                      spec_file=run.spec_file, resolved=run.resolved, findings=store.findings(run.run_id))
     parsed = load_spec(project.resolve(what))
     run = newest_run(store, parsed, what)
     source = Source(spec=parsed.spec, run_id=run.run_id, judging_fp=parsed.judging_fp,
                     analysis_fp=parsed.analysis_fp, data_path=parsed.data_path, data_display=parsed.data_display,
                     run_data_sha256=run.data_sha256, run_judges=run.labels, key_problem=parsed.key_problem)
     return Loaded(source=source, run=run, case_ids=tuple(store.run_case_ids(run.run_id)),
-                  judgments=tuple(store.judgments(run.run_id, lean, distributions=False)), label=what, spec_file=parsed.source.display,
-                  resolved=parsed.resolved(), findings=store.findings(run.run_id))
+                  judgments=tuple(store.judgments(run.run_id, lean, distributions=False)), label=what,
+                  spec_file=parsed.source.display, resolved=parsed.resolved(), findings=store.findings(run.run_id))
 
 
 def newest_run(store: Store, parsed: ParsedSpec, ref: str | None = None) -> RunInfo:

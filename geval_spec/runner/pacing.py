@@ -22,8 +22,10 @@ compatible servers send them), the limits they name are paced as if
 declared, at a share that a 429 cuts by a fifth and each answer restores a
 little; ``x-ratelimit-remaining-*`` at 0 holds sends until its ``reset-*``. Without
 such headers, the first 429 starts pacing at nine tenths of the rate answers
-were coming at; each later 429 cuts that pace by a tenth and each answer
-raises it by a thousandth, probing for the limit.
+were coming at; each later 429 cuts that pace by a tenth, and to nine
+tenths of the rate answers came at over the last seconds (one at least)
+when that is lower; each answer raises it by a thousandth, probing for the
+limit.
 
 The executor asks :meth:`Pacer.acquire` before every attempt and reports
 each outcome to :meth:`Pacer.release`. One pacer serves every judge with the
@@ -48,6 +50,7 @@ ESTIMATED_CUT = 0.9  # without headers: the pace after a 429, as a share of the 
 ESTIMATED_GAIN = 0.001  # ... probing upwards by this share per answer
 ESTIMATED_CEILING = 4.0
 ANSWERS_KEPT = 64  # answer times kept to estimate the rate
+ESTIMATE_SPAN = 1.0  # seconds: later 429s measure the answers' rate over this long at least
 
 
 def rate_cost(body: JsonObject) -> int:
@@ -177,6 +180,14 @@ class Pacer:
             self.share = max(LEARNED_FLOOR, self.share * LEARNED_CUT)
         elif self.estimated:
             self.share = max(LEARNED_FLOOR, self.share * ESTIMATED_CUT)
+            # once 429s have begun, the answers of the last seconds (over one at least: a burst is no rate) came
+            # at what the provider lets through: never pace above nine tenths of that
+            recent = [t for t in self._answers if t >= now - 5.0]
+            if self.requests is not None and len(recent) >= 3:
+                measured = (len(recent) - 1) / max(ESTIMATE_SPAN, recent[-1] - recent[0]) * 60.0
+                if measured * ESTIMATED_CUT < self.requests.per_minute * self.share:
+                    self.requests = _rescheduled(self.requests, measured)
+                    self.share = ESTIMATED_CUT
         else:
             recent = [t for t in self._answers if t >= now - 5.0]
             if len(recent) >= 3 and recent[-1] > recent[0]:
@@ -206,7 +217,7 @@ class Pacer:
                          held=max(0.0, self.hold_until - time.monotonic()))
 
 
-def _rescheduled(old: Schedule | None, per_minute: int) -> Schedule:
+def _rescheduled(old: Schedule | None, per_minute: float) -> Schedule:
     new = Schedule(per_minute)
     if old is not None:
         new.next_at = old.next_at

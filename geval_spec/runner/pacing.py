@@ -182,17 +182,21 @@ class Pacer:
             self.share = max(LEARNED_FLOOR, self.share * ESTIMATED_CUT)
             # once 429s have begun, the answers of the last seconds (over one at least: a burst is no rate) came
             # at what the provider lets through: never pace above nine tenths of that
-            recent = [t for t in self._answers if t >= now - 5.0]
+            recent = self._recent(now)
             if self.requests is not None and len(recent) >= 3:
                 measured = (len(recent) - 1) / max(ESTIMATE_SPAN, recent[-1] - recent[0]) * 60.0
                 if measured * ESTIMATED_CUT < self.requests.per_minute * self.share:
                     self.requests = _rescheduled(self.requests, measured)
                     self.share = ESTIMATED_CUT
         else:
-            recent = [t for t in self._answers if t >= now - 5.0]
+            recent = self._recent(now)
             if len(recent) >= 3 and recent[-1] > recent[0]:
                 self.requests = Schedule((len(recent) - 1) / (recent[-1] - recent[0]) * 60.0)
                 self.estimated, self.share = True, ESTIMATED_CUT
+
+    def _recent(self, now: float) -> list[float]:
+        """When the answers of the last 5 s came (of the last ANSWERS_KEPT)."""
+        return [t for t in self._answers if t >= now - 5.0]
 
     def _learn(self, info: RateInfo, now: float) -> None:
         if info.limit_requests and (self.requests is None or self.requests.per_minute != info.limit_requests):

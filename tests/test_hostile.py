@@ -1125,45 +1125,40 @@ FIELDS = "{source: src, candidate: cand, %s: src}"
 NO_REF = r"no spec|not a git revision|no such|invalid|revision"
 EMPTY_MODEL = r"--model|model.*(empty|blank)|(empty|blank).*model"
 
+
+def mistyped(case_id: str, key: str, value: str, expected: str, named: str | None = None) -> Case:
+    """Spec ``key`` (dotted) set to raw YAML ``value`` of the wrong type: the error names the key (or ``named``,
+    a key inside a flow mapping) and the ``expected`` type, at the line where ``key`` is written."""
+    leaf = key.rsplit(".", 1)[-1]
+    return Case(case_id, spec={key: value}, msg=(named or leaf, expected), at=("specs/demo.yaml", f"{leaf}:"))
+
+
+CALIBRATION = "{split: all, level: dataset, threshold: %s, min_validity: 0}"
 LOOSE_CASES = [
-    Case("json-mode-yes", spec={"judge.json_mode": "yes"}, msg=(r"json_mode", BOOL),
-         at=("specs/demo.yaml", "json_mode:")),
-    Case("json-mode-quoted-true", spec={"judge.json_mode": '"true"'}, msg=(r"json_mode", BOOL),
-         at=("specs/demo.yaml", "json_mode:")),
-    Case("json-mode-one", spec={"judge.json_mode": "1"}, msg=(r"json_mode", BOOL),
-         at=("specs/demo.yaml", "json_mode:")),
-    Case("supports-n-on", spec={"judge.supports_n": "on"}, msg=(r"supports_n", BOOL),
-         at=("specs/demo.yaml", "supports_n:")),
-    Case("compounds-no", spec={"language": "{code: nl-NL, compounds: no}"}, msg=(r"compounds", BOOL),
-         at=("specs/demo.yaml", "language:")),
+    mistyped("json-mode-yes", "judge.json_mode", "yes", BOOL),
+    mistyped("json-mode-quoted-true", "judge.json_mode", '"true"', BOOL),
+    mistyped("json-mode-one", "judge.json_mode", "1", BOOL),
+    mistyped("supports-n-on", "judge.supports_n", "on", BOOL),
+    mistyped("compounds-no", "language", "{code: nl-NL, compounds: no}", BOOL, named="compounds"),
     # a number is a number: YAML's true, a quoted number, a float where a count goes are not coerced
-    Case("version-true", spec={"version": "true"}, msg=(r"version", WHOLE), at=("specs/demo.yaml", "version:")),
-    Case("version-quoted", spec={"version": '"2"'}, msg=(r"version", WHOLE), at=("specs/demo.yaml", "version:")),
-    Case("version-float", spec={"version": "1.0"}, msg=(r"version", WHOLE), at=("specs/demo.yaml", "version:")),
-    Case("max-tokens-true", spec={"judge.max_tokens": "true"}, msg=(r"max_tokens", WHOLE),
-         at=("specs/demo.yaml", "max_tokens:")),
-    Case("max-tokens-float", spec={"judge.max_tokens": "200.0"}, msg=(r"max_tokens", WHOLE),
-         at=("specs/demo.yaml", "max_tokens:")),
-    Case("seed-quoted", spec={"judge.seed": '"7"'}, msg=(r"seed", WHOLE), at=("specs/demo.yaml", "seed:")),
-    Case("top-logprobs-true", spec={"judge.top_logprobs": "true"}, msg=(r"top_logprobs", WHOLE),
-         at=("specs/demo.yaml", "top_logprobs:")),
-    Case("temperature-quoted", spec={"judge.temperature": '"0.5"'}, msg=(r"temperature", NUMBER),
-         at=("specs/demo.yaml", "temperature:")),
-    Case("temperature-false", spec={"judge.temperature": "false"}, msg=(r"temperature", NUMBER),
-         at=("specs/demo.yaml", "temperature:")),
-    Case("threshold-true", spec={"calibration": "{split: all, level: dataset, threshold: true, min_validity: 0}"},
-         msg=(r"threshold", NUMBER), at=("specs/demo.yaml", "calibration:")),
-    Case("threshold-quoted", spec={"calibration": '{split: all, level: dataset, threshold: "0.8", min_validity: 0}'},
-         msg=(r"threshold", NUMBER), at=("specs/demo.yaml", "calibration:")),
-    Case("fraction-quoted", spec={"split": '{by: group, fractions: {dev: "0.5", test: 0.5}, seed: 1}'},
-         msg=(r"fractions", NUMBER), at=("specs/demo.yaml", "split:")),
-    Case("draws-float", spec={"bootstrap": "{draws: 2000.5, seed: 1}"}, msg=(r"draws", WHOLE),
-         at=("specs/demo.yaml", "bootstrap:")),
-    Case("scale-max-true", spec={"rubric": "{scale: {min: 1, max: true}, anchors: {1: {description: a}}}"},
-         msg=(r"max", WHOLE + "|" + NUMBER), at=("specs/demo.yaml", "rubric:")),
-    Case("anchor-score-float", spec={"rubric": "{scale: {min: 1, max: 2}, anchors: {1: {description: a}, "
-                                               "2.0: {description: b}}}"},
-         msg=(r"anchors", WHOLE), at=("specs/demo.yaml", "rubric:")),
+    mistyped("version-true", "version", "true", WHOLE),
+    mistyped("version-quoted", "version", '"2"', WHOLE),
+    mistyped("version-float", "version", "1.0", WHOLE),
+    mistyped("max-tokens-true", "judge.max_tokens", "true", WHOLE),
+    mistyped("max-tokens-float", "judge.max_tokens", "200.0", WHOLE),
+    mistyped("seed-quoted", "judge.seed", '"7"', WHOLE),
+    mistyped("top-logprobs-true", "judge.top_logprobs", "true", WHOLE),
+    mistyped("temperature-quoted", "judge.temperature", '"0.5"', NUMBER),
+    mistyped("temperature-false", "judge.temperature", "false", NUMBER),
+    mistyped("threshold-true", "calibration", CALIBRATION % "true", NUMBER, named="threshold"),
+    mistyped("threshold-quoted", "calibration", CALIBRATION % '"0.8"', NUMBER, named="threshold"),
+    mistyped("fraction-quoted", "split", '{by: group, fractions: {dev: "0.5", test: 0.5}, seed: 1}', NUMBER,
+             named="fractions"),
+    mistyped("draws-float", "bootstrap", "{draws: 2000.5, seed: 1}", WHOLE, named="draws"),
+    mistyped("scale-max-true", "rubric", "{scale: {min: 1, max: true}, anchors: {1: {description: a}}}",
+             WHOLE + "|" + NUMBER, named="max"),
+    mistyped("anchor-score-float", "rubric", "{scale: {min: 1, max: 2}, anchors: {1: {description: a}, "
+             "2.0: {description: b}}}", WHOLE, named="anchors"),
     Case("model-empty", argv=(*DRY, "--model", ""), msg=(EMPTY_MODEL,)),
     Case("model-blank", argv=(*DRY, "--model", "   "), msg=(EMPTY_MODEL,)),
     Case("language-code-unchecked", spec={"language": "{code: xx-YY}"},

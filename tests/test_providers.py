@@ -9,6 +9,8 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import cli
 from e2e_helpers import make_project
@@ -17,9 +19,11 @@ from openai_server import FakeOpenAI, ServerConfig, request_tokens
 from geval_spec.judge import costs
 from geval_spec.judge.clients import client_name
 from geval_spec.judge.clients.base import duration_seconds, rate_info
-from geval_spec.judge.clients.http_client import wire_body
+from geval_spec.judge.clients.http_client import wire_body, wire_text
+from geval_spec.judge.models import facts
 from geval_spec.judge.requests import request_body
 from geval_spec.runner.pacing import rate_cost
+from geval_spec.spec.fingerprint import canonical
 from geval_spec.spec.sections import Judge
 
 LONG_SOURCE = "The council approved the new budget after a long debate about schools and roads. " * 12
@@ -220,6 +224,41 @@ def test_client_auto_and_cache_marks():
     openai = request_body(Judge(model="openai/gpt-4.1-mini", cache_prefix=True), messages, logprobs=False)
     assert "cache_control_injection_points" not in openai  # OpenAI caches prefixes by itself
     assert "cache_control_injection_points" not in wire_body(marked)  # never sent to an OpenAI endpoint
+
+
+_TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
+_VALUE = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | _TEXT,
+                      lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_TEXT, inner, max_size=3),
+                      max_leaves=8)
+
+
+@settings(max_examples=300, deadline=None)
+@given(model=st.sampled_from(["openai/judge-small", "judge-small", "gpt-4.1-mini", "openai/o3-mini", "o4-mini",
+                              'openai/we"ird\\model', "openai/"]),
+       extra=st.dictionaries(st.sampled_from(["n", "seed", "temperature", "top_logprobs", "response_format",
+                                              "max_tokens", "logprobs", "zz", "model_x", "mode",
+                                              "cache_control_injection_points"]), _VALUE, max_size=6),
+       messages=st.lists(st.fixed_dictionaries({"role": st.sampled_from(["system", "user"]), "content": _TEXT}),
+                         min_size=1, max_size=3))
+def test_wire_text_is_the_wire_body_encoded(model, extra, messages):
+    """The body sent as planned (only the model's name put in place) is the wire body, whatever the keys after
+    "model" hold (a nested "model" among them too); when it cannot be, None (the client encodes the wire body)."""
+    body = {"model": model, "messages": messages, **extra}
+    text = wire_text(body, canonical(body))
+    if text is None:
+        assert "cache_control_injection_points" in body or ("max_tokens" in body and facts(model).reasoning)
+    else:
+        assert json.loads(text) == json.loads(json.dumps(wire_body(body)))
+    assert wire_text(body, canonical({**body, "zzz": 1})) in (None, canonical({**body, "zzz": 1}))  # not its text
+
+
+def test_the_direct_client_sends_the_planned_body_with_the_wire_model(tmp_path):
+    with FakeOpenAI(ServerConfig()) as srv:
+        root = _project(tmp_path, srv.base_url, 3)
+        assert cli("run", "demo", cwd=root).code == 0
+        bodies = list(srv.state.bodies)
+    assert len(bodies) == 3 and {b["model"] for b in bodies} == {"judge-small"}
+    assert all(b["logprobs"] is True and b["messages"][-1]["role"] == "user" for b in bodies)
 
 
 # -- prompt caching -------------------------------------------------------------------------------------

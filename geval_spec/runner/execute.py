@@ -24,6 +24,7 @@ a grace period) cancels what is in flight.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import random
 import time
 from dataclasses import dataclass, field
@@ -144,6 +145,16 @@ class Route:
     timeout: float = 120.0
     max_retries: int = 4
     backoff: float = 0.5
+    takes_text: bool = False  # the client's complete() takes the body's canonical JSON too (see takes_text)
+
+
+def takes_text(client: Client) -> bool:
+    """Whether ``client.complete`` takes ``text=``, the body's canonical JSON as encoded when the request was
+    planned (the direct client sends it rather than encode the body again); a plugin's client need not."""
+    try:
+        return "text" in inspect.signature(client.complete).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 @dataclass(frozen=True)
@@ -188,7 +199,8 @@ class Routes:
                 self.pacers[key] = Pacer(rpm, tpm, concurrency, adaptive=shared is None)
             self.by_label[judge.label] = Route(client=client, pacer=self.pacers[key], timeout=judge.timeout,
                                                max_retries=judge.max_retries,
-                                               backoff=backoff if backoff is not None else 0.5)
+                                               backoff=backoff if backoff is not None else 0.5,
+                                               takes_text=takes_text(client))
 
     def pace(self) -> tuple[PaceState, ...]:
         return tuple(p.state() for p in self.pacers.values())
@@ -300,7 +312,9 @@ class Executor:
         while True:
             ticket = await pacer.acquire(cost)
             try:
-                completion = await route.client.complete(request.body, route.timeout, key=request.hash)
+                completion = await (route.client.complete(request.body, route.timeout, key=request.hash,
+                                                          text=request.body_text or None) if route.takes_text
+                                    else route.client.complete(request.body, route.timeout, key=request.hash))
             except TransportError as exc:
                 pacer.release(ticket, rate_limited=exc.kind == "rate_limit", retry_after=exc.retry_after,
                               limits=exc.limits)

@@ -20,6 +20,7 @@ from typing import Any, Iterator
 from geval_spec.judge.clients.base import TransportError, completion_from_openai, rate_info, retry_after_seconds
 from geval_spec.judge.models import facts
 from geval_spec.judge.types import Completion, JsonObject
+from geval_spec.spec.fingerprint import canonical
 
 DEFAULT_BASE = "https://api.openai.com/v1"
 LITELLM_ONLY = frozenset({"cache_control_injection_points"})
@@ -38,6 +39,27 @@ def wire_body(body: JsonObject) -> JsonObject:
         payload["max_completion_tokens"] = payload.pop("max_tokens")
     return payload
 
+
+def wire_text(body: JsonObject, text: str) -> str | None:
+    """:func:`wire_body` as JSON, made from the planned body's canonical JSON ``text`` (encoded once, when the
+    request was planned) by putting the wire model's name in place of the model's; None when the wire body
+    differs by more than that, or ``text`` is not the body's canonical JSON.
+
+    Keys are sorted in canonical JSON: the top-level ``"model"`` is followed only by the keys that sort after
+    it, which are small (``n``, ``seed``, ``temperature``, ...), so only they are encoded again to find it."""
+    model = body.get("model")
+    if not isinstance(model, str) or LITELLM_ONLY.intersection(body) or (
+            "max_tokens" in body and facts(model).reasoning):
+        return None
+    wire = wire_model(model)
+    if wire == model:
+        return text
+    after = canonical({k: v for k, v in body.items() if k > "model"})[1:-1]
+    end = "}" if not after else "," + after + "}"
+    old = '"model":' + canonical(model) + end
+    if not text.endswith(old):
+        return None
+    return text[:-len(old)] + '"model":' + canonical(wire) + end
 
 
 @contextmanager
@@ -81,21 +103,24 @@ class HttpClient:
             import aiohttp
 
             connector = aiohttp.TCPConnector(limit=max(1, self.concurrency), ttl_dns_cache=300)
-            self._session = aiohttp.ClientSession(connector=connector, json_serialize=json.dumps)
+            self._session = aiohttp.ClientSession(connector=connector)
         return self._session
 
-    async def complete(self, body: JsonObject, timeout: float, key: str | None = None) -> Completion:
+    async def complete(self, body: JsonObject, timeout: float, key: str | None = None, *,
+                       text: str | None = None) -> Completion:
+        """Send ``body`` (``text``: its canonical JSON, sent as it is when only the model's name changes)."""
         import aiohttp
 
         session = await self._get_session()
-        payload = wire_body(body)
+        sent = wire_text(body, text) if text is not None else None
+        data = sent.encode("utf-8") if sent is not None else json.dumps(wire_body(body)).encode("utf-8")
         headers = {"Content-Type": "application/json"}
         key = os.environ.get("OPENAI_API_KEY")
         if key:
             headers["Authorization"] = f"Bearer {key}"
         start = time.perf_counter()
         with aiohttp_failures(self.api_base, timeout):
-            async with session.post(f"{self.api_base}/chat/completions", json=payload, headers=headers,
+            async with session.post(f"{self.api_base}/chat/completions", data=data, headers=headers,
                                     timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
                 text = await resp.text()
                 status = resp.status

@@ -29,12 +29,12 @@ import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import AsyncIterator, Callable, Sequence
+from typing import AsyncIterator, Callable, Sequence, cast
 
 from geval_spec.errors import GevalError, InputError, JudgeUnreachable, Problem, RetryBudgetSpent
 from geval_spec.judge import costs
 from geval_spec.judge.clients import client_class, client_name
-from geval_spec.judge.clients.base import Client, TransportError
+from geval_spec.judge.clients.base import Client, TextClient, TransportError
 from geval_spec.judge.types import Completion, Request
 from geval_spec.runner.budget import Ceiling
 from geval_spec.runner.pacing import Pacer, PaceState, rate_cost
@@ -312,9 +312,10 @@ class Executor:
         while True:
             ticket = await pacer.acquire(cost)
             try:
-                completion = await (route.client.complete(request.body, route.timeout, key=request.hash,
-                                                          text=request.body_text or None) if route.takes_text
-                                    else route.client.complete(request.body, route.timeout, key=request.hash))
+                completion = await (
+                    cast(TextClient, route.client).complete(request.body, route.timeout, key=request.hash,
+                                                            text=request.body_text or None) if route.takes_text
+                    else route.client.complete(request.body, route.timeout, key=request.hash))
             except TransportError as exc:
                 pacer.release(ticket, rate_limited=exc.kind == "rate_limit", retry_after=exc.retry_after,
                               limits=exc.limits)

@@ -50,6 +50,14 @@ class Client(Protocol):
     async def close(self) -> None: ...
 
 
+class TextClient(Client, Protocol):
+    """A client whose ``complete`` also takes ``text``: the body's canonical JSON, as encoded when the request was
+    planned (the direct client sends it rather than encode the body again)."""
+
+    async def complete(self, body: JsonObject, timeout: float, key: str | None = None, *,
+                       text: str | None = None) -> Completion: ...
+
+
 def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
     """Retry-After (seconds or HTTP date) and OpenAI's retry-after-ms, as seconds."""
     if not headers:

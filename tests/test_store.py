@@ -411,8 +411,31 @@ def test_a_gate_session_that_runs_out_of_memory_is_done_again_with_more(tmp_path
         gate.close()
 
 
+def test_a_runs_sessions_leave_the_row_groups_they_appended_apart(tmp_path):
+    """A run's sessions (the gate's) checkpoint without merging the row groups each appended: merging rewrote the
+    tables' last row groups at every session, work and memory that grew with the store. After a memory-limit retry
+    (a new connection) too; a session with the default merges them."""
+    def row_groups(db) -> int:
+        con = duckdb.connect(str(db), read_only=True)
+        try:
+            return con.execute("SELECT count(DISTINCT row_group_id) FROM pragma_storage_info('answers')").fetchone()[0]
+        finally:
+            con.close()
+
+    db = tmp_path / "r.duckdb"
+    for start in range(0, 8000, 2000):
+        with Store(db, recover=False, memory_limit="4MB", vacuum=False) as store:
+            store.write_responses([_big_body(i) for i in range(start, start + 2000)])
+            assert store.memory_limit != "4MB"  # (the transaction was done again on a new connection)
+            assert store.con.execute("SELECT current_setting('max_vacuum_tasks')").fetchone()[0] == 0
+    assert row_groups(db) == 4
+    with Store(db) as store:
+        store.write_responses([_big_body(8000)])
+    assert row_groups(db) < 4
+
+
 def test_more_memory_doubles_a_limit_and_gives_up_past_64_gb():
-    from geval_spec.store.db import more_memory
+    from geval_spec.store.sql import more_memory
 
     boom = RuntimeError("Out of Memory Error")
     assert more_memory("128MB", boom) == "256MB" and more_memory(" 1.5 GiB", boom) == "3GiB"

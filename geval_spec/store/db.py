@@ -45,14 +45,9 @@ from geval_spec.store.sql import TRANSPORT_FAILED
 from geval_spec.store.sql import columns as _columns
 from geval_spec.store.sql import dumps as _dumps
 from geval_spec.store.sql import loads as _loads
+from geval_spec.store.sql import more_memory, out_of_memory
 
 DEFAULT_WAIT = 120.0  # seconds to wait for another process to let go of the file
-# DuckDB's words when a statement needs more memory than the session's limit (its OutOfMemoryException, or a
-# failed commit that says why)
-_OUT_OF_MEMORY = re.compile(r"could not allocate|failed to pin|out of memory", re.IGNORECASE)
-MEMORY_AMOUNT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|TB|KIB|MIB|GIB|TIB)\s*$", re.IGNORECASE)
-_UNIT = {"B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
-_MEMORY_CEILING = 64e9
 INSERT_CHUNK = 10_000  # rows per INSERT statement (see Store.insert)
 _CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
 
@@ -79,21 +74,6 @@ def _duckdb() -> Any:
     import duckdb
 
     return duckdb
-
-
-def out_of_memory(exc: BaseException) -> bool:
-    """Whether DuckDB refused ``exc``'s statement for want of memory (within the session's limit)."""
-    return type(exc).__name__ == "OutOfMemoryException" or bool(_OUT_OF_MEMORY.search(str(exc)))
-
-
-def more_memory(limit: str, exc: BaseException) -> str:
-    """Twice ``limit`` (a DuckDB memory setting such as ``128MB``), after ``exc`` said it was too little. Past
-    64 GB, ``exc`` is raised: a session needing that much is not short of a limit."""
-    found = MEMORY_AMOUNT.match(limit)
-    number = float(found.group(1)) * 2 if found else 0.0
-    if found is None or number * _UNIT[found.group(2).upper()] > _MEMORY_CEILING:
-        raise exc
-    return f"{number:g}{found.group(2)}"
 
 
 class _Connection:
@@ -162,20 +142,28 @@ class Store(JudgmentTables, BatchTable, ShardTables):
     """A session with one DuckDB results file (keep it short: other processes wait meanwhile)."""
 
     def __init__(self, path: Path, wait: float = DEFAULT_WAIT, recover: bool = True,
-                 memory_limit: str | None = None) -> None:
+                 memory_limit: str | None = None, vacuum: bool = True) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.con = _Connection(_connect(self.path, wait), self)
-        self.wait = wait
-        self.memory_limit = memory_limit
+        self.wait, self.memory_limit, self.vacuum = wait, memory_limit, vacuum
         try:
-            if memory_limit is not None:  # DuckDB's default is 80% of RAM; it spills to disk past a limit
-                self.con.limit(memory_limit)
+            self._configure(memory_limit)
             self._migrate()
             self.recovered = self._recover_journals() if recover else 0
         except BaseException:
             self.con.close()
             raise
+
+    def _configure(self, memory_limit: str | None) -> None:
+        """The session's memory limit (DuckDB's default is 80% of RAM; it spills to disk past a limit) and, for a
+        run's sessions (``vacuum=False``), checkpoints that do not merge the row groups each session appended:
+        merging rewrote the tables' last row groups at every checkpoint, work and memory that grew with the store
+        (BENCHMARKS.md, scale); a later session that writes with the default merges them once."""
+        if memory_limit is not None:
+            self.con.limit(memory_limit)
+        if not self.vacuum:
+            self.con.execute("SET max_vacuum_tasks = 0")
 
     @classmethod
     def open_existing(cls, path: Path, wait: float = DEFAULT_WAIT) -> "Store":
@@ -253,7 +241,7 @@ class Store(JudgmentTables, BatchTable, ShardTables):
             except Exception:
                 pass
             self.con = _Connection(_connect(self.path, self.wait), self)
-            self.con.limit(larger)
+            self._configure(larger)
 
     def _transaction(self, work: Callable[[Any], None]) -> None:
         c = self.con.cursor()

@@ -34,7 +34,8 @@ from typing import Any, Callable, Mapping, Sequence, TypeVar
 from geval_spec.errors import InputError, Problem, StoreError
 from geval_spec.judge.types import Judgment
 from geval_spec.plugins import Finding
-from geval_spec.store.db import MEMORY_AMOUNT, Store
+from geval_spec.store.db import Store
+from geval_spec.store.sql import MEMORY_AMOUNT
 from geval_spec.store.records import Planned, ResponseRecord
 
 T = TypeVar("T")
@@ -183,7 +184,7 @@ class StoreGate:
             self._fail(batch)        # their findings are lost to this run (the journal keeps the requests and the
             return                   # answers), and a judgment must not be stored without its case's findings
         try:
-            with Store(self.path, recover=False, memory_limit=self.memory_limit) as store:
+            with Store(self.path, recover=False, memory_limit=self.memory_limit, vacuum=False) as store:
                 try:
                     store.write_planned([chunk for _, chunk, _ in planned])
                     found: dict[str, dict[str, Sequence[Finding]]] = {}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Sequence
 
 IN = "IN (SELECT unnest(?::VARCHAR[]))"  # a parameter holding a list of strings
@@ -44,3 +45,26 @@ def loads(value: str | None) -> Any:
 RUN_COLUMNS = ("run_id", "kind", "spec_name", "spec_version", "spec_ref", "spec_file", "judging_fp", "analysis_fp",
                "spec_json", "judges_json", "method", "data_path", "data_sha256", "tool_version", "git_commit",
                "options_json", "source_file", "source_sha256", "started_at", "ended_at", "status", "error")
+
+
+# DuckDB's words when a statement needs more memory than the session's limit (its OutOfMemoryException, or a
+# failed commit that says why)
+_OUT_OF_MEMORY = re.compile(r"could not allocate|failed to pin|out of memory", re.IGNORECASE)
+MEMORY_AMOUNT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|TB|KIB|MIB|GIB|TIB)\s*$", re.IGNORECASE)
+_UNIT = {"B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
+_MEMORY_CEILING = 64e9
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    """Whether DuckDB refused ``exc``'s statement for want of memory (within the session's limit)."""
+    return type(exc).__name__ == "OutOfMemoryException" or bool(_OUT_OF_MEMORY.search(str(exc)))
+
+
+def more_memory(limit: str, exc: BaseException) -> str:
+    """Twice ``limit`` (a DuckDB memory setting such as ``128MB``), after ``exc`` said it was too little. Past
+    64 GB, ``exc`` is raised: a session needing that much is not short of a limit."""
+    found = MEMORY_AMOUNT.match(limit)
+    number = float(found.group(1)) * 2 if found else 0.0
+    if found is None or number * _UNIT[found.group(2).upper()] > _MEMORY_CEILING:
+        raise exc
+    return f"{number:g}{found.group(2)}"

@@ -25,7 +25,7 @@ import re
 import stat
 import tempfile
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Mapping
 
 from geval_spec.errors import InputError, Problem
 
@@ -259,12 +259,13 @@ def _within(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
-def prepare_output(path: Path, what: str = "output") -> Path:
+def prepare_output(path: Path, what: str = "output", keep: Mapping[Path, str] | None = None) -> Path:
     """Check that ``path`` can be written, making its missing folders; InputError naming it otherwise.
 
     Call it for every file a command will write before the command does its
     work, so nothing is half written (``report --format all``) and no work is
-    lost because the last write fails.
+    lost because the last write fails. ``keep``: files, and folders whose files, an output never replaces (a
+    user's ``--out``), each with what it is.
     """
     shown = str(path)
 
@@ -279,6 +280,9 @@ def prepare_output(path: Path, what: str = "output") -> Path:
         if path.exists() or path.is_symlink():
             if not path.is_file():
                 raise refuse(f"{shown} exists and is not a regular file")
+            kept = _kept(path, keep or {})
+            if kept is not None:
+                raise refuse(f"it is {kept}, which an output never replaces; write it elsewhere")
             if not os.access(path, os.W_OK):
                 raise refuse("permission denied (the file is read-only)")
         folder = path.parent
@@ -305,6 +309,16 @@ def prepare_output(path: Path, what: str = "output") -> Path:
     except OSError as exc:
         raise refuse(f"no file can be created in {path.parent} ({exc.strerror or exc})") from None
     return path
+
+
+def _kept(path: Path, keep: Mapping[Path, str]) -> str | None:
+    """What ``path`` is, when it is one of ``keep``'s files or in one of its folders (followed through links)."""
+    real = path.resolve()
+    for place, name in keep.items():
+        where = place.resolve()
+        if real == where or where in real.parents:
+            return name
+    return None
 
 
 def write_atomic(path: Path, text: str) -> None:

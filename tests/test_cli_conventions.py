@@ -192,6 +192,32 @@ def test_writes_that_fail_exit_2_naming_the_file_and_the_rest_write(tmp_path):
     assert res.code == 2 and "/proc/version" in res.err and "Traceback" not in res.err
 
 
+def test_an_output_never_replaces_a_spec_a_data_file_or_the_store(tmp_path):
+    """``--out`` and ``--junit`` that name a file of specs/ (a spec, its data) or the results database, directly
+    or through a link, are refused before anything is read or written; a new file anywhere is written."""
+    from e2e_helpers import make_project
+
+    root = make_project(tmp_path, "http://127.0.0.1:9/v1", n=4)
+    (root / ".geval").mkdir()
+    (root / ".geval" / "results.duckdb").write_bytes(b"not touched")
+    (root / "reports").mkdir()
+    (root / "reports" / "link.md").symlink_to(root / "specs" / "demo.yaml")
+    before = {p: p.read_bytes() for p in (root / "specs").rglob("*") if p.is_file()}
+    for args in (["report", "demo", "--out", "specs/demo.yaml"], ["report", "demo", "--out", "reports/link.md"],
+                 ["report", "demo", "--junit", "specs/data/cases.jsonl"], ["sweep", "demo", "--out", "specs/demo.yaml"],
+                 ["compare", "demo", "demo", "--out", ".geval/results.duckdb"],
+                 ["audit", "demo", "--out", "specs/data/cases.jsonl"],
+                 ["label-sample", "demo", "--n", "2", "--out", "specs/demo.yaml"],
+                 ["run", "demo", "--junit", "specs/demo.yaml", "--dry-run"]):
+        res = cli(*args, cwd=root)
+        assert res.code == 2 and "which an output never replaces" in res.err, (args, res.err)
+        assert "Traceback" not in res.err
+    assert {p: p.read_bytes() for p in (root / "specs").rglob("*") if p.is_file()} == before
+    assert (root / ".geval" / "results.duckdb").read_bytes() == b"not touched"
+    res = cli("audit", "demo", "--out", "specs/audit.md", cwd=root)  # a new file, even in specs/
+    assert res.code == 0 and (root / "specs" / "audit.md").is_file(), res.err
+
+
 @pytest.mark.parametrize("error", ["RuntimeError", "InterruptException"])
 def test_a_ctrl_c_inside_a_store_statement_exits_130(error, monkeypatch):
     """DuckDB raises a Ctrl-C during a statement as its own error (a run interrupted while it created its cases

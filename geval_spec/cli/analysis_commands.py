@@ -8,7 +8,7 @@ from typing import Literal, Optional
 
 import typer
 
-from geval_spec.cli.common import DB_HELP, app, db_path, echo, echo_err, handled, project, write_out
+from geval_spec.cli.common import DB_HELP, app, db_path, echo, echo_err, handled, kept, project, write_out
 from geval_spec.cli.progress import ProgressView
 from geval_spec.errors import EXIT_GATE, EXIT_OK, InputError, Problem
 
@@ -68,7 +68,7 @@ def report(
                                            "--out takes one file, so give it with one format")])
     for path, kind in ((None if out is None or str(out) == "-" else out, "report"), (junit, "JUnit file")):
         if path is not None:
-            prepare_output(path, kind)
+            prepare_output(path, kind, keep=kept(db))
     proj = project()
     with Store.open_existing(db_path(db)) as store:
         loaded = load(store, proj, what)
@@ -127,7 +127,7 @@ def sweep(
     from geval_spec.store.db import Store
 
     if out is not None and str(out) != "-":
-        prepare_output(out, "sweep")
+        prepare_output(out, "sweep", keep=kept(db))
     proj = project()
     with Store.open_existing(db_path(db)) as store:
         loaded = load(store, proj, what)
@@ -185,7 +185,7 @@ def compare(
     from geval_spec.output.jsonout import to_json
 
     if out is not None and str(out) != "-":
-        prepare_output(out, "comparison")
+        prepare_output(out, "comparison", keep=kept(db))
     proj = project()
     path = db_path(db)
     sides = []
@@ -234,7 +234,7 @@ def audit(
     from geval_spec.spec.load import load_spec
 
     if out is not None and str(out) != "-":
-        prepare_output(out, "audit")
+        prepare_output(out, "audit", keep=kept(None))
     proj = project()
     parsed = load_spec(proj.resolve(ref))
     default = proj.root / "reports" / parsed.name / f"audit.{fmt}"
@@ -277,7 +277,7 @@ def label_sample(
     from geval_spec.spec.load import load_spec
 
     if out is not None and str(out) != "-":
-        prepare_output(out, "label sample")
+        prepare_output(out, "label sample", keep=kept(None))
     proj = project()
     parsed = load_spec(proj.resolve(ref))
     default = proj.root / "reports" / parsed.name / "label-sample.csv"

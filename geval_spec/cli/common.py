@@ -167,6 +167,15 @@ def db_path(db: Optional[Path]) -> Path:
     return path
 
 
+def kept(db: Optional[Path]) -> dict[Path, str]:
+    """What a user's ``--out`` or ``--junit`` never replaces: the project's specs and data (``specs/``) and the
+    results database with its write-ahead log and journals."""
+    store = db_path(db)
+    return {project().root / "specs": "a file of the project's specs and data (specs/)",
+            store: "the results database", store.with_name(store.name + ".wal"): "the results database's log",
+            store.with_name(store.name + ".journal"): "a journal of the results database"}
+
+
 def shown(path: Path) -> str:
     from geval_spec.spec.project import display_path
 

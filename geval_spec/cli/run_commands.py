@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Literal, Optional
 
 import typer
 
-from geval_spec.cli.common import DB_HELP, app, db_path, echo, echo_err, handled, project, shown, write_out
+from geval_spec.cli.common import DB_HELP, app, db_path, echo, echo_err, handled, kept, project, shown, write_out
 from geval_spec.cli.progress import ProgressView
 from geval_spec.errors import EXIT_GATE, EXIT_INPUT, EXIT_OK, InputError, Problem
 
@@ -137,9 +137,10 @@ def run(
         check_cassette(replay)
     if batch:
         _check_batch(replay)
-    for path, what in ((junit, "JUnit file"), (None if dry_run else db_path(db), "database")):
-        if path is not None:
-            prepare_output(path, what)
+    if junit is not None:
+        prepare_output(junit, "JUnit file", keep=kept(db))
+    if not dry_run:
+        prepare_output(db_path(db), "database")
     options = RunOptions(db=db_path(db), model=model, split=split, limit=limit, concurrency=concurrency,
                          replay=replay, dry_run=dry_run, regenerate_steps=regenerate_steps,
                          retry_budget=retry_budget, backoff=backoff, ref=ref,

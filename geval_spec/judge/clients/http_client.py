@@ -113,22 +113,22 @@ class HttpClient:
 
         session = await self._get_session()
         sent = wire_text(body, text) if text is not None else None
-        data = sent.encode("utf-8") if sent is not None else json.dumps(wire_body(body)).encode("utf-8")
+        payload = sent.encode("utf-8") if sent is not None else json.dumps(wire_body(body)).encode("utf-8")
         headers = {"Content-Type": "application/json"}
         key = os.environ.get("OPENAI_API_KEY")
         if key:
             headers["Authorization"] = f"Bearer {key}"
         start = time.perf_counter()
         with aiohttp_failures(self.api_base, timeout):
-            async with session.post(f"{self.api_base}/chat/completions", data=data, headers=headers,
+            async with session.post(f"{self.api_base}/chat/completions", data=payload, headers=headers,
                                     timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
-                text = await resp.text()
+                answer = await resp.text()
                 status = resp.status
                 retry_after = retry_after_seconds(resp.headers)
                 limits = rate_info(resp.headers)
         latency = (time.perf_counter() - start) * 1000.0
         if status != 200:
-            detail = _error_message(text)
+            detail = _error_message(answer)
             if status == 429:
                 raise TransportError("rate_limit", f"HTTP 429: {detail}", status=status, retry_after=retry_after,
                                      limits=limits)
@@ -139,10 +139,10 @@ class HttpClient:
                 raise TransportError("auth", f"HTTP {status}: {detail}", status=status)
             raise TransportError("client", f"HTTP {status}: {detail}", status=status)
         try:
-            data = json.loads(text)
+            data = json.loads(answer)
         except ValueError:
-            raise TransportError("malformed", f"response body is not JSON: {text[:80]!r}") from None
-        return completion_from_openai(data, body["model"], latency, limits=limits, text=text)
+            raise TransportError("malformed", f"response body is not JSON: {answer[:80]!r}") from None
+        return completion_from_openai(data, body["model"], latency, limits=limits, text=answer)
 
     async def close(self) -> None:
         if self._session is not None:

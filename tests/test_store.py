@@ -411,6 +411,31 @@ def test_a_gate_session_that_runs_out_of_memory_is_done_again_with_more(tmp_path
         gate.close()
 
 
+def test_rows_stored_as_lists_are_the_rows_stored_as_numpy_columns_and_need_no_numpy(tmp_path):
+    """A run's creation stores its cases as list parameters while NumPy is not loaded (its import would hold up the
+    first request): the same rows as NumPy's columns give, NULLs, numbers and booleans included, without NumPy."""
+    rows = [("run_x", f"c{i}", "j", "logprobs", None if i % 3 == 0 else i / 7, i % 2 == 0, None if i % 2 else "r",
+             None, None, None, None, "{}", None) for i in range(25)]
+    script = f"""
+import sys
+from pathlib import Path
+from geval_spec.store.db import Store
+with Store(Path({str(tmp_path / "lists.duckdb")!r})) as store:
+    store.transaction(lambda c: store.insert(c, "judgments", {rows!r}, lists=True))
+assert "numpy" not in sys.modules, "NumPy was imported"
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    with Store(tmp_path / "columns.duckdb") as store:
+        store.transaction(lambda c: store.insert(c, "judgments", rows))
+    read = []
+    for name in ("lists", "columns"):
+        con = duckdb.connect(str(tmp_path / f"{name}.duckdb"), read_only=True)
+        read.append(con.execute("SELECT * FROM judgments ORDER BY case_id").fetchall())
+        con.close()
+    assert read[0] == read[1] and len(read[0]) == 25 and read[0][0][4] is None and read[0][1][5] is False
+
+
 def test_a_runs_sessions_leave_the_row_groups_they_appended_apart(tmp_path):
     """A run's sessions (the gate's) checkpoint without merging the row groups each appended: merging rewrote the
     tables' last row groups at every session, work and memory that grew with the store. After a memory-limit retry

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -49,6 +49,9 @@ from geval_spec.store.sql import more_memory, out_of_memory
 
 DEFAULT_WAIT = 120.0  # seconds to wait for another process to let go of the file
 INSERT_CHUNK = 10_000  # rows per INSERT statement (see Store.insert)
+# a run's cases up to this many are stored as list parameters while NumPy is not loaded: importing it (0.2 s) would
+# cost the first request more than DuckDB's slower reading of lists (2,000 cases: 49 against 17 ms)
+LIST_ROWS = 5_000
 _CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
 
 
@@ -190,17 +193,23 @@ class Store(JudgmentTables, BatchTable, ShardTables):
             Store._TYPES[table] = [row[2] for row in self.con.execute(f"PRAGMA table_info('{table}')").fetchall()]
         return Store._TYPES[table]
 
-    def insert(self, cursor: Any, table: str, rows: Sequence[tuple[Any, ...]], ignore: bool = False) -> None:
+    def insert(self, cursor: Any, table: str, rows: Sequence[tuple[Any, ...]], ignore: bool = False,
+               lists: bool = False) -> None:
         """Insert many rows, INSERT_CHUNK to a statement, as NumPy columns that DuckDB scans (:func:`.sql.columns`).
 
         List parameters (``unnest(?::VARCHAR[])``) cost DuckDB twice as much for response bodies, executemany 20x;
-        in chunks, as 100,000 cases in one statement took 160 MB on the way in (BENCHMARKS.md, scale)."""
+        in chunks, as 100,000 cases in one statement took 160 MB on the way in (BENCHMARKS.md, scale). ``lists``:
+        as list parameters all the same, which need no NumPy (a run's creation, before its first request)."""
         if not rows:
             return
         types = self._types(table)
         select = ", ".join(f"c{i}::{t}" for i, t in enumerate(types))
         verb = "INSERT OR IGNORE INTO" if ignore else "INSERT INTO"
         for start in range(0, len(rows), INSERT_CHUNK):
+            if lists:
+                cursor.execute(f"{verb} {table} SELECT {', '.join(f'unnest(?::{t}[])' for t in types)}",
+                               [list(column) for column in zip(*rows[start:start + INSERT_CHUNK])])
+                continue
             cursor.register(_ROWS, _columns(rows[start:start + INSERT_CHUNK], types))
             cursor.execute(f"{verb} {table} SELECT {select} FROM {_ROWS}")  # a failure aborts the transaction,
             cursor.unregister(_ROWS)  # which then refuses even this; its cursor is closed with it
@@ -308,7 +317,7 @@ class Store(JudgmentTables, BatchTable, ShardTables):
             self.insert(c, "run_cases", [
                 (info.run_id, case.id, case.row - 1, case.group, case.system, case.category, _dumps(list(case.human)),
                  (splits or {}).get(case.id), (case_keys or {}).get(case.id))
-                for case in cases])
+                for case in cases], lists=len(cases) <= LIST_ROWS and "numpy" not in sys.modules)
 
         self.transaction(work)
 

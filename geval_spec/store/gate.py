@@ -7,7 +7,9 @@ them in batches, each in one :class:`~geval_spec.store.db.Store` session
 then the operations in the order given: a judgment is never stored before
 the findings of its case, which a later run's reuse copies with it),
 and closes the file between batches: at most about one session per
-``interval`` seconds, sooner when someone waits for an answer. Meanwhile
+``interval`` seconds (the first too, an interval after the gate starts, so
+that a run's first requests go out without it), sooner when someone waits
+for an answer. Meanwhile
 ``report``, a second run or a plain DuckDB reader can open the file. Responses are in the run's journal before
 they reach the gate, so a kill loses nothing.
 
@@ -153,7 +155,8 @@ class StoreGate:
             raise StoreError(f"cannot write to the results database: {self._error}")
 
     def _loop(self) -> None:
-        last = 0.0
+        last = time.monotonic()  # the first session too waits out the interval (or a call): a run's first requests
+        #                          go out meanwhile, not slowed by it (NumPy's import: see Store.insert)
         while True:
             with self._cond:
                 while not self._pending() and not self._closing:

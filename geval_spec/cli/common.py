@@ -170,10 +170,12 @@ def db_path(db: Optional[Path]) -> Path:
 def kept(db: Optional[Path]) -> dict[Path, str]:
     """What a user's ``--out`` or ``--junit`` never replaces: the project's specs and data (``specs/``) and the
     results database with its write-ahead log and journals."""
+    from geval_spec.store.journal import journal_dir
+
     store = db_path(db)
     return {project().root / "specs": "a file of the project's specs and data (specs/)",
             store: "the results database", store.with_name(store.name + ".wal"): "the results database's log",
-            store.with_name(store.name + ".journal"): "a journal of the results database"}
+            journal_dir(store): "a journal of the results database"}
 
 
 def shown(path: Path) -> str:

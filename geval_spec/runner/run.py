@@ -50,7 +50,7 @@ from geval_spec.spec.load import ParsedSpec
 from geval_spec.spec.sections import Judge, Spec
 from geval_spec.store.db import Store
 from geval_spec.store.gate import StoreGate, store_settings
-from geval_spec.store.journal import Journal
+from geval_spec.store.journal import Journal, journal_dir
 from geval_spec.store.records import RunInfo, RunJudge, RunSettings, RunStatus
 
 if TYPE_CHECKING:  # the batch route is imported when a run asks for it
@@ -204,7 +204,7 @@ def case_keys(parsed: ParsedSpec, cases: Sequence[Case], judges: Sequence[Judge]
 
 
 def journal_path(db: Path, run_id: str) -> Path:
-    return db.with_name(db.name + ".journal") / f"{run_id}.jsonl"
+    return journal_dir(db) / f"{run_id}.jsonl"
 
 
 def _dry_run(parsed: ParsedSpec, cases: Sequence[Case], judges: tuple[Judge, ...], options: RunOptions) -> DryRun:

@@ -33,7 +33,7 @@ from geval_spec.files import ReadError, check_regular
 from geval_spec.judge.types import Recorded
 from geval_spec.spec.load import ResolvedSpec
 from geval_spec.store.batches import BatchTable
-from geval_spec.store.journal import Journal, replay_journals
+from geval_spec.store.journal import Journal, journal_dir, replay_journals
 from geval_spec.store.records import Planned, ResponseRecord, RunInfo, RunJudge, RunKind, RunSettings, RunStatus, Usage, now
 from geval_spec.store.judgments import JudgmentTables
 from geval_spec.store.schema import SCHEMA_VERSION, create_or_migrate, not_ours, replace_views, views_current
@@ -288,7 +288,7 @@ class Store(JudgmentTables, BatchTable, ShardTables):
 
     @property
     def journal_dir(self) -> Path:
-        return self.path.with_name(self.path.name + ".journal")
+        return journal_dir(self.path)
 
     def journal(self, run_id: str) -> Journal:
         return Journal(self.journal_dir / f"{run_id}.jsonl")

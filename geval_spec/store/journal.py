@@ -72,6 +72,11 @@ class Journal:
         self.close()
 
 
+def journal_dir(db: Path) -> Path:
+    """The folder of a results database's journals: ``<db>.journal`` beside it."""
+    return db.with_name(db.name + ".journal")
+
+
 def planned_path(journal: Path) -> Path:
     """The file of a journal's planned requests: ``<run>.planned`` beside ``<run>.jsonl``."""
     return journal.with_suffix(".planned")

@@ -155,8 +155,9 @@ class StoreGate:
             raise StoreError(f"cannot write to the results database: {self._error}")
 
     def _loop(self) -> None:
-        last = time.monotonic()  # the first session too waits out the interval (or a call): a run's first requests
-        #                          go out meanwhile, not slowed by it (NumPy's import: see Store.insert)
+        # the first session too waits out the interval (or a call): a run's first requests go out meanwhile, not
+        # slowed by it (NumPy's import: see Store.insert)
+        last = time.monotonic()
         while True:
             with self._cond:
                 while not self._pending() and not self._closing:

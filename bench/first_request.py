@@ -6,8 +6,8 @@ Starts the local OpenAI-compatible server in this process, writes a project
 of N cases whose judge goes through litellm (`client: litellm`), and starts
 `geval-spec run` as a child process; the time from the child's start to the
 server accepting its first request is measured on one monotonic clock. Runs
-it with litellm imported in the background while the data is read and the
-first prompts rendered (as shipped), and with that warm-up switched off (the
+it with litellm imported in the background while the run is created and
+the first prompts rendered (as shipped), and with that warm-up switched off (the
 import then happens at the first call). Also prints the bare cost of
 `import litellm` in a fresh interpreter. Each figure is the median of
 --repeat runs.

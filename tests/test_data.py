@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import ROOT
 from geval_spec.errors import DataError
@@ -142,6 +144,44 @@ def test_a_cases_fields_read_like_the_dict_they_replace():
     with pytest.raises(TypeError):
         f["source"] = "x"  # type: ignore[index]
     assert not hasattr(f, "__dict__")
+
+
+_NAMES = st.text(max_size=6)
+_VALUES = st.one_of(st.none(), st.text(max_size=12), st.sampled_from(["\x00\x1f\"\\\n\t", "é\u2028日本"]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.dictionaries(_NAMES, _VALUES, max_size=5), st.booleans()), max_size=6))
+def test_fields_json_is_json_dumps_of_the_fields_and_the_case_keys_are_kept(records):
+    """A case's fields in its reuse key are ``json.dumps(dict(fields), sort_keys=True, ensure_ascii=False)``:
+    fields_json writes exactly that, for Fields sharing an index or not and for plain dicts, so the keys of
+    judgments stored by earlier versions still match (an unchanged rerun sends nothing after an upgrade)."""
+    import hashlib
+    from types import SimpleNamespace
+
+    from geval_spec.dataset.cases import Case, Fields, fields_json
+    from geval_spec.runner.run import JUDGMENT_VERSION, case_keys
+
+    shared: dict[str, int] = {}
+    cases = []
+    for n, (record, plain) in enumerate(records):
+        if plain:
+            fields = {k: v for k, v in record.items() if v is not None}
+        else:
+            index = shared if set(record) <= set(shared) else {k: i for i, k in enumerate(record)}
+            shared = index
+            values = [None] * len(index)
+            for k, v in record.items():
+                values[index[k]] = v
+            fields = Fields(index, tuple(values))
+        cases.append(Case(id=f"c{n}", row=n + 1, fields=fields, human=(1.0,)))
+    expected = [json.dumps(dict(c.fields), sort_keys=True, ensure_ascii=False) for c in cases]
+    assert list(fields_json(cases)) == expected
+    spec = SimpleNamespace(spec=SimpleNamespace(language=None), judging_fp="fp")
+    base = json.dumps(["fp", JUDGMENT_VERSION, [], ""])
+    assert case_keys(spec, cases, []) == {  # type: ignore[arg-type]
+        c.id: hashlib.sha256((base + "\x00" + c.id + "\x00" + e).encode("utf-8")).hexdigest()
+        for c, e in zip(cases, expected)}
 
 
 # characters at which str.splitlines() breaks a line, which a JSON string may hold as they are

@@ -50,6 +50,11 @@ def test_run_scores_every_case_and_a_rerun_sends_nothing(tmp_path, server, clien
     assert "20 cases reused from earlier runs" in res2.out
     js2 = judgments(root, last_line(res2.out))
     assert {k: v.score for k, v in js2.items()} == {k: v.score for k, v in js.items()}
+    # a rerun that sends nothing imports no client (aiohttp: a tenth of a second; litellm: seconds)
+    res3 = run_cli("run", "demo", cwd=root, env={"PYTHONPROFILEIMPORTTIME": "1"})
+    assert res3.code == 0 and server.state.total == 20, res3.err
+    imported = {line.rsplit("|", 1)[-1].strip() for line in res3.err.splitlines() if line.startswith("import time:")}
+    assert "geval_spec.runner.run" in imported and not {"aiohttp", "litellm"} & imported
 
 
 def test_dry_run_sends_nothing(tmp_path, server):

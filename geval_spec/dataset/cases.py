@@ -19,8 +19,9 @@ import math
 import unicodedata
 from collections import abc
 from dataclasses import dataclass, field, replace
+from json.encoder import encode_basestring
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from geval_spec.dataset.readers import file_format, stream_records
 from geval_spec.errors import DataError, Problem
@@ -66,6 +67,27 @@ class Fields(abc.Mapping[str, str]):
 
     def __repr__(self) -> str:
         return repr(dict(self))
+
+
+def fields_json(cases: Iterable["Case"]) -> Iterator[str]:
+    """Each case's fields as ``json.dumps(dict(case.fields), sort_keys=True, ensure_ascii=False)`` writes them
+    (with json's own string encoding), made without a dict and a sort per case: a rerun keys every case, and at
+    100,000 cases json.dumps took a tenth of its time."""
+    # id of a Fields index -> that index (held: its id stays its own) and its names, sorted and encoded
+    orders: dict[int, tuple[Mapping[str, int], list[tuple[str, int]]]] = {}
+    for case in cases:
+        f = case.fields
+        if type(f) is not Fields:
+            yield json.dumps(dict(f), sort_keys=True, ensure_ascii=False)
+            continue
+        index, values = f._index, f._values
+        known = orders.get(id(index))
+        if known is None:
+            known = orders[id(index)] = (index, [(encode_basestring(name) + ": ", i)
+                                                 for name, i in sorted(index.items())])
+        order = known[1]
+        yield "{" + ", ".join([name + encode_basestring(v) for name, i in order
+                               if (v := values[i]) is not None]) + "}"
 
 
 @dataclass(frozen=True, slots=True)  # slots: a run reads every case first (6 MB less at 100k cases)

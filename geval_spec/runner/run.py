@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from geval_spec import __version__
-from geval_spec.dataset.cases import Case, Dataset, read_cases
+from geval_spec.dataset.cases import Case, Dataset, fields_json, read_cases
 from geval_spec.dataset.splits import assign_splits
 from geval_spec.errors import CostCeiling, GevalError, InputError, MissingLogprobs, Problem
 from geval_spec.judge import costs
@@ -107,7 +107,8 @@ class RunResult:
     db: str = ""
     reasoning_tokens: int = 0
     cache_saved: float | None = None  # USD the provider's prompt cache saved (None: no price known)
-    dataset: Dataset | None = field(default=None, repr=False, compare=False)  # as read, without texts: for the gate
+    dataset: Dataset | None = field(default=None, repr=False, compare=False)  # as read, for the gate (without
+    # texts when the run judged cases: it did not hold them all)
 
 
 def select_cases(parsed: ParsedSpec, cases: Sequence[Case], split: str | None, limit: int | None) -> list[Case]:
@@ -196,9 +197,8 @@ def case_keys(parsed: ParsedSpec, cases: Sequence[Case], judges: Sequence[Judge]
         plugins = ",".join(f"{name}={registry.versions.get(name, '')}" for name in sorted(registry.loaded))
     base = json.dumps([parsed.judging_fp, JUDGMENT_VERSION, [(j.label, j.model) for j in judges], plugins])
     out = {}
-    for case in cases:
-        material = base + "\x00" + case.id + "\x00" + json.dumps(dict(case.fields), sort_keys=True,
-                                                                  ensure_ascii=False)
+    for case, fields in zip(cases, fields_json(cases)):
+        material = base + "\x00" + case.id + "\x00" + fields
         out[case.id] = hashlib.sha256(material.encode("utf-8")).hexdigest()
     return out
 
@@ -242,12 +242,8 @@ def execute_run(parsed: ParsedSpec, options: RunOptions, on_progress: OnProgress
     problems = model_problems(parsed, judges, from_cli=options.model is not None)
     if problems:
         raise InputError(problems=problems)
-    if not options.dry_run and options.replay is None:
-        for name in sorted({client_name(j.client, j.model) for j in judges}):
-            warm_up(name)  # the client's imports (litellm: seconds), while the data is read and the store opened
     dataset = read_cases(parsed)
     cases = select_cases(parsed, dataset.cases, options.split, options.limit)
-    dataset = dataset.without_texts()  # the engine drops each case once it is planned: nothing else holds them
     if options.shard is not None:
         shard = options.shard
         cases = [c for c in cases if in_shard(c.id, shard)]
@@ -266,8 +262,10 @@ def execute_run(parsed: ParsedSpec, options: RunOptions, on_progress: OnProgress
             routes = Routes(judges[:1], 1, options.replay, options.backoff)
             parsed = generate_steps(parsed, judges[0], store, routes, options.regenerate_steps, say)
         started = _start(store, parsed, dataset.sha256, cases, judges, options)
-    result = started if isinstance(started, RunResult) else _judge(parsed, cases, judges, options, started,
-                                                                   on_progress, say)
+    if isinstance(started, RunResult):  # finished before: nothing is planned, the cases may keep their texts
+        return replace(started, steps_generated=steps_generated, dataset=dataset)
+    dataset = dataset.without_texts()  # the engine drops each case once it is planned: nothing else holds them
+    result = _judge(parsed, cases, judges, options, started, on_progress, say)
     return replace(result, steps_generated=steps_generated, dataset=dataset)
 
 
@@ -294,6 +292,9 @@ def _start(store: Store, parsed: ParsedSpec, data_sha256: str, cases: list[Case]
     keys = case_keys(parsed, cases, judges)
     if store.finished(run_id):
         return _summary(store, run_id, parsed.name, len(cases), Progress(), len(cases), options.db)
+    if options.replay is None:  # the clients' imports (litellm: seconds) while the run is created; not before
+        for name in sorted({client_name(j.client, j.model) for j in judges}):  # a rerun that sends nothing
+            warm_up(name)
     info = RunInfo(run_id=run_id, kind="run", spec_name=parsed.name, spec_version=parsed.spec.version,
                    spec_ref=options.ref or parsed.name, spec_file=parsed.source.display,
                    judging_fp=parsed.judging_fp, analysis_fp=parsed.analysis_fp, resolved=parsed.resolved(),

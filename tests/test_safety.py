@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from conftest import cli, git
@@ -182,6 +182,62 @@ def test_a_secret_echoed_as_a_key_is_masked_at_every_level(monkeypatch):
     out = redact_body(body)
     assert "echoed" not in json.dumps(out) and key in json.dumps(body)  # the input is not changed
     assert out["choices"][0]["logprobs"]["content"] == body["choices"][0]["logprobs"]["content"]
+
+
+_KEY = "sk-screened-body-0123456789"
+_PIECES = ["a", "score", "4", " ", ":", "Bearer ", "Authorization: ", "api_key=", "https://u:p@h/", _KEY[:9],
+           _KEY[9:], _KEY, "\x00", "\ud800", "é", "\u0130", "\n", "sk-", "hf_" + "x" * 20, "token"]
+_TEXT = st.lists(st.sampled_from(_PIECES), max_size=4).map("".join)
+_JSON = st.recursive(st.one_of(st.none(), st.integers(), _TEXT),
+                     lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(_TEXT, inner, max_size=3)),
+                     max_leaves=8)
+_TOKEN = st.one_of(st.fixed_dictionaries({"token": _TEXT, "logprob": st.just(-0.1)},
+                                         optional={"top_logprobs": st.lists(st.fixed_dictionaries(
+                                             {"token": _TEXT, "logprob": st.just(-1.0)}), max_size=2)}), _JSON)
+_CHOICE = st.one_of(st.fixed_dictionaries(
+    {"message": st.fixed_dictionaries({"content": _TEXT})},
+    optional={"logprobs": st.one_of(st.fixed_dictionaries({"content": st.lists(_TOKEN, max_size=6)}), _JSON),
+              "finish_reason": _TEXT}), _JSON)
+_BODY = st.fixed_dictionaries({"choices": st.one_of(st.lists(_CHOICE, max_size=2), _JSON)},
+                              optional={"id": _TEXT, "model": _TEXT, "usage": _JSON, "x": _JSON})
+
+
+_TOKENS = {"content": [{"token": _KEY[:9], "logprob": -0.1}, {"token": _KEY[9:], "logprob": -0.1}]}
+
+
+@settings(max_examples=400, deadline=None)
+@given(_BODY, st.dictionaries(_TEXT, _JSON, max_size=2), st.dictionaries(_TEXT, _JSON, max_size=2))
+@example({"choices": [{"message": {"content": "4"}, "logprobs": {"content": []}}]}, {}, {_KEY: 1})
+@example({"choices": [{_KEY: 1, "message": {"content": "4"}}]}, {}, {})
+@example({"choices": [{"message": {"content": "4"}, "logprobs": _TOKENS}]}, {}, {})
+@example({"choices": [{"message": {"content": "4"}, "logprobs": {"content": [{"token": "a"}], "x": [_KEY]}}]}, {},
+         {})
+@example({"choices": [{"message": {"content": "4"}}], "usage": {"n": [{"a": "Bearer abcdefghij"}]}}, {_KEY: 1}, {})
+@example({"choices": [{"message": {"content": "\ud800"}}]}, {}, {})
+@example({"choices": [{"message": {"content": ""}, "logprobs": {"content": [  # no token inside a masked span
+    {"token": "Authorization: a", "logprob": -0.1}, None, {"token": "a", "logprob": -0.1}]}}]}, {}, {})
+def test_a_body_screened_in_one_search_is_redacted_as_text_by_text(body, extra, in_logprobs):
+    """redact_body asks one search over all of a body's texts whether anything needs masking; wherever a secret
+    stands (values, keys at every level, chosen tokens spelling it across their boundaries, lone surrogates),
+    the answer is the body redacted text by text, and the very body when that masks nothing."""
+    from geval_spec.judge.clients.base import _masked_body
+    from geval_spec.redact import secret_values
+
+    body = {**extra, **body}
+    for choice in body["choices"] if isinstance(body["choices"], list) else []:
+        if isinstance(choice, dict) and isinstance(choice.get("logprobs"), dict):
+            choice["logprobs"] = {**in_logprobs, **choice["logprobs"]}
+    old = os.environ.get("OPENAI_API_KEY")
+    os.environ["OPENAI_API_KEY"] = _KEY
+    try:
+        expected = _masked_body(body, secret_values())
+        out = redact_body(body)
+    finally:
+        if old is None:
+            del os.environ["OPENAI_API_KEY"]
+        else:
+            os.environ["OPENAI_API_KEY"] = old
+    assert out == expected and (out is body) == (expected is body)
 
 
 def test_a_body_with_nothing_to_mask_is_kept_as_received(monkeypatch):

@@ -30,8 +30,13 @@ REQUEST_KEYS = ("model", "temperature", "max_tokens", "seed", "top_logprobs", "j
 LATER_REQUEST_KEYS: dict[str, Any] = {"params": {}, "cache_prefix": False}  # in the fingerprint when set
 
 
+# json.dumps makes an encoder per call when given options (a third of the time for a request's small dicts)
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 def canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    """``json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)``."""
+    return _CANONICAL.encode(value)
 
 
 def digest(value: Any) -> str:

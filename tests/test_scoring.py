@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from geval_spec import expected_score
 from geval_spec.judge.scoring import judge_scores
@@ -127,3 +129,58 @@ def test_expected_score_raw_token_keys_off_the_scale_are_an_error():
         expected_score({"4.": -0.2, "5": -0.9})
     with pytest.raises(ValueError, match="'7'"):
         expected_score({"7": -0.2, "5": -0.9}, range(1, 6))
+
+
+def _top_level_value_by_characters(text: str, lo: int, hi: int, key: str) -> int | None:
+    """The character-by-character reading that _top_level_value's regex replaced (the reference)."""
+    depth, i, found = 0, lo, None
+    while i < hi:
+        ch = text[i]
+        if ch == '"':
+            j = i + 1
+            while j < hi and text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            if depth == 1 and text[i + 1:j] == key:
+                k = j + 1
+                while k < hi and text[k] in " \t\r\n":
+                    k += 1
+                if k < hi and text[k] == ":":
+                    k += 1
+                    while k < hi and text[k] in " \t\r\n":
+                        k += 1
+                    found = k
+            i = j + 1
+            continue
+        if ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+        i += 1
+    return found
+
+
+_KEYS = st.sampled_from(["score", "reasoning", "errors", "x", 'sc"ore', "score\\", "{", "]"])
+_VALUES = st.recursive(st.one_of(st.integers(-3, 12), st.text(alphabet='ab"\\{}[]:, \n\u00e9', max_size=8)),
+                       lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(_KEYS, inner, max_size=3)),
+                       max_leaves=10)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.dictionaries(_KEYS, _VALUES, max_size=5), st.sampled_from([None, 1, "\t"]),
+       st.sampled_from([(", ", ": "), (",", ":"), (" ,", " :  ")]), st.booleans(), st.text(max_size=5))
+def test_the_score_key_is_found_where_the_reading_by_characters_found_it(obj, indent, separators, ascii, before):
+    """The score's position in a judge's JSON: a regex over its strings and brackets finds the object's own key
+    where the character-by-character reading did (nested keys, quotes, backslashes and brackets inside strings,
+    any spacing), and the value found there is the one json.loads reads."""
+    import json
+
+    from geval_spec.judge.scoring import _top_level_value
+
+    body = json.dumps(obj, indent=indent, separators=separators, ensure_ascii=ascii)
+    text = before + body + " trailing"
+    lo, hi = len(before), len(before) + len(body)
+    at = _top_level_value(text, lo, hi, "score")
+    assert at == _top_level_value_by_characters(text, lo, hi, "score")
+    assert (at is None) == ("score" not in obj)
+    if at is not None:
+        assert json.JSONDecoder().raw_decode(text, at)[0] == obj["score"]

@@ -94,7 +94,11 @@ _SCORE_AT = re.compile(r'(?<!\\)"score"\s*:\s*"?(-?\d+)')
 _VALUE = re.compile(r'"?(-?\d+)')
 _SIGNED = re.compile(r"-?\d*")
 _DIGITS = re.compile(r"\d*")
-_BLANK = " \t\r\n"
+
+
+# a JSON string (its text in group 1, and group 2 the colon when a key) or a bracket; ``[^"\\]*`` runs of plain
+# characters make a long reasoning one step of the regex instead of a Python loop over its characters
+_JSON_TOKEN = re.compile(r'"([^"\\]*(?:\\.[^"\\]*)*)"[ \t\r\n]*(:?)[ \t\r\n]*|[{\[]|[}\]]', re.S)
 
 
 def _top_level_value(text: str, lo: int, hi: int, key: str) -> int | None:
@@ -103,29 +107,16 @@ def _top_level_value(text: str, lo: int, hi: int, key: str) -> int | None:
     Keys of nested objects and text inside strings are skipped, so only the
     object's own key counts (as ``json.loads`` reads it: the last one wins).
     """
-    depth, i, found = 0, lo, None
-    while i < hi:
-        ch = text[i]
+    depth, found = 0, None
+    for m in _JSON_TOKEN.finditer(text, lo, hi):
+        ch = text[m.start()]
         if ch == '"':
-            j = i + 1
-            while j < hi and text[j] != '"':
-                j += 2 if text[j] == "\\" else 1
-            if depth == 1 and text[i + 1:j] == key:
-                k = j + 1
-                while k < hi and text[k] in _BLANK:
-                    k += 1
-                if k < hi and text[k] == ":":
-                    k += 1
-                    while k < hi and text[k] in _BLANK:
-                        k += 1
-                    found = k
-            i = j + 1
-            continue
-        if ch in "{[":
+            if depth == 1 and m.group(2) and m.group(1) == key:
+                found = m.end()
+        elif ch in "{[":
             depth += 1
-        elif ch in "}]":
+        else:
             depth -= 1
-        i += 1
     return found
 
 

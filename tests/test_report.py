@@ -376,7 +376,7 @@ def _demo_with(tmp_path, old: str, new: str):
 
 
 def test_gate_rule_lower_bound_and_how_sure_the_verdict_is(tmp_path):
-    """Spearman 0.691 [0.559, 0.789] against 0.6: the point passes, the lower bound fails, and it could flip."""
+    """Spearman 0.691 [0.559, 0.788] against 0.6: the point passes, the lower bound fails, and it could flip."""
     db, run_id = _demo_with(tmp_path, "threshold: 0.8", "threshold: 0.6\n  rule: lower_bound")
     res = cli("report", "summeval-consistency", "--format", "json", "--out", "-", "--db", db, cwd=tmp_path)
     g = json.loads(res.out)["gate"]
@@ -385,11 +385,11 @@ def test_gate_rule_lower_bound_and_how_sure_the_verdict_is(tmp_path):
     assert g["unseen_data"] is True
     md = cli("report", "summeval-consistency", "--out", "-", "--db", db, cwd=tmp_path).out
     assert "threshold 0.6, rule lower_bound (the interval's lower end is compared)" in md
-    assert "**Could flip with another sample**: the interval [0.559, 0.789] contains the threshold 0.6." in md
+    assert "**Could flip with another sample**: the interval [0.559, 0.788] contains the threshold 0.6." in md
     assert "The test split has 92 usable cases: **not enough** to tell 0.6 from 0.5" in md
     line = cli("report", "summeval-consistency", "--db", db, cwd=tmp_path).out.splitlines()[0]
     assert line == ("gate FAILED: spearman's lower bound 0.559 < threshold 0.6; could flip with another sample: "
-                    "the interval [0.559, 0.789] contains the threshold 0.6")
+                    "the interval [0.559, 0.788] contains the threshold 0.6")
     # what run prints at its end (GateBlock.summary): the lower bound needs the interval there too
     from geval_spec.analysis.gate import gate_after_run
     from geval_spec.spec.project import Project
@@ -425,7 +425,7 @@ def test_gate_rule_point_passes_and_says_it_could_flip(tmp_path):
     res = cli("report", "summeval-consistency", "--format", "json", "--out", "-", "--db", db, cwd=tmp_path)
     g = json.loads(res.out)["gate"]
     assert res.code == 0 and g["passed"] is True and g["could_flip"] is True and g["rule"] == "point"
-    assert g["notes"] == ["could flip with another sample: the interval [0.559, 0.789] contains the threshold 0.6"]
+    assert g["notes"] == ["could flip with another sample: the interval [0.559, 0.788] contains the threshold 0.6"]
     fail = json.loads(report(*_demo_with(tmp_path / "b", "", ""), "json").out)["gate"]
     assert fail["could_flip"] is False and fail["notes"] == []
 

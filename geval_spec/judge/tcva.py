@@ -36,6 +36,7 @@ ALIASES: dict[str, VerdictLevel] = {"partial": "partially"}
 DEFAULT_WEIGHTS = {"fully": 1.0, "mostly": 0.9, "partially": 0.7, "minor": 0.3, "none": 0.0}
 ZERO_CLAMP = 1e-9
 GEOMETRIC_BELOW = 1e-12
+DECIMALS = 12  # of a vectorised TCVA score (tcva_matrix): the same on every CPU
 
 
 def normalise_verdict(value: str) -> VerdictLevel | None:
@@ -106,6 +107,11 @@ def tcva_matrix(case_index: npt.ArrayLike, weights: npt.ArrayLike, n_cases: int,
 
     ``case_index``/``weights``: flat arrays, one entry per verdict. Cases with
     no verdicts get NaN (the caller applies ``on_empty``).
+
+    Scores are rounded to :data:`DECIMALS` decimals: NumPy's exp and log give
+    results one bit apart on CPUs with AVX-512 and without (a tenth of the
+    scores), and two cases with the same verdicts in another order, or a score
+    on a histogram's bin edge, then ranked or binned differently by machine.
     """
     import numpy as np
 
@@ -121,7 +127,7 @@ def tcva_matrix(case_index: npt.ArrayLike, weights: npt.ArrayLike, n_cases: int,
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # rows without verdicts are masked below
         for k, temp in enumerate(temperatures):
             out[k] = _row(idx, w, clamped, safe_counts, f_none, has, n_cases, temp, none_penalty)
-    return out
+    return np.round(out, DECIMALS)
 
 
 def _row(idx: npt.NDArray[Any], w: npt.NDArray[Any], clamped: npt.NDArray[Any], safe_counts: npt.NDArray[Any],

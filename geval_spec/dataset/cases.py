@@ -210,8 +210,10 @@ def _human_out_of_range(number: float, scale: HumanScale | None) -> str | None:
 def _near_duplicates(cases: list[Case], positions: dict[str, int], unit: str) -> list[str]:
     """Ids that differ only in case, surrounding whitespace or Unicode normalisation: they name one case."""
     groups: dict[str, list[str]] = {}
-    for c in cases:
-        groups.setdefault(unicodedata.normalize("NFKC", c.id).strip().casefold(), []).append(c.id)
+    for c in cases:  # (NFKC leaves ASCII as it is, and casefold is lower there)
+        i = c.id
+        groups.setdefault(i.strip().lower() if i.isascii() else unicodedata.normalize("NFKC", i).strip().casefold(),
+                          []).append(i)
     return ["; ".join(f"{i!r} ({unit} {positions[i]})" for i in ids) for ids in groups.values() if len(ids) > 1]
 
 

@@ -50,9 +50,13 @@ def assign_splits(spec: Spec, cases: tuple[Case, ...]) -> dict[str, str | None]:
         return {c.id: c.split_value for c in cases}
     fractions = {str(k): float(v) for k, v in split.fractions.items()}
     out: dict[str, str | None] = {}
+    by_key: dict[str, str] = {}  # cases of one group share its split: hashed once
     for c in cases:
         key = c.id if split.by == "id" or c.group is None else c.group
-        out[c.id] = hash_split(split.seed, key, fractions)
+        name = by_key.get(key)
+        if name is None:
+            name = by_key[key] = hash_split(split.seed, key, fractions)
+        out[c.id] = name
     return out
 
 

@@ -391,6 +391,8 @@ def test_a_run_holds_the_chunk_it_plans_not_every_case(tmp_path, server, monkeyp
 
     from geval_spec.dataset.cases import Case
     from geval_spec.runner import engine, run
+    from geval_spec.spec.load import load_spec
+    from geval_spec.spec.project import Project
 
     root = make_project(tmp_path, server.base_url, n=40, client="openai-http")
     monkeypatch.setattr(engine, "FIRST_CHUNK", 5)
@@ -404,11 +406,13 @@ def test_a_run_holds_the_chunk_it_plans_not_every_case(tmp_path, server, monkeyp
         return dataset
 
     held: list[int] = []
+    copies: list[int] = []
     plan = engine.Engine._plan
 
     async def planning(self, chunk):
         gc.collect()
         held.append(sum(1 for o in gc.get_objects() if type(o) is Case and id(o) in made and len(o.fields)))
+        copies.append(sum(1 for o in gc.get_objects() if type(o) is Case and not len(o.fields)))
         return await plan(self, chunk)
 
     monkeypatch.setattr(run, "read_cases", reading)
@@ -420,9 +424,29 @@ def test_a_run_holds_the_chunk_it_plans_not_every_case(tmp_path, server, monkeyp
     res = cli("run", "demo", "--concurrency", "4", cwd=root)
     assert res.code == 0, res.err + res.out
     assert held == [40, 35, 30, 25, 20, 15, 10, 5]
+    assert copies == [0, 5, 10, 15, 20, 25, 30, 35]  # the gate's copies without texts: made as cases are let go
     assert server.state.total == 40 and len(judgments(root, last_line(res.out))) == 40
     dataset = returned[0].dataset
     assert len(dataset.cases) == 40 and all(len(c.fields) == 0 for c in dataset.cases)
+    assert dataset.cases == read(load_spec(Project(root).resolve("demo"))).without_texts().cases
+
+
+@pytest.mark.parametrize("judged", [slice(0, 40), slice(0, 0), slice(3, 17), slice(0, 40, 3), "reordered"])
+def test_the_gates_cases_without_texts_are_the_datas_in_order(judged):
+    """The run copies the cases it judges without their texts as the engine lets them go, and the others at once:
+    the gate gets the data's cases in the data's order, whichever cases were judged (a --split, --limit or
+    --shard, or the cases not reused), and the same if the judged cases were ever not in the data's order."""
+    from geval_spec.dataset.cases import Case, Dataset
+    from geval_spec.runner.run import _TextFree
+
+    cases = tuple(Case(id=f"c{i}", row=i + 1, fields={"text": f"t{i}"}, human=(float(i),), group=f"g{i // 3}")
+                  for i in range(40))
+    dataset = Dataset(path=Path("d.jsonl"), display="d.jsonl", cases=cases, sha256="x")
+    chosen = list(reversed(cases[5:20])) if judged == "reordered" else list(cases[judged])
+    text_free = _TextFree(dataset, chosen)
+    for start in range(0, len(chosen), 4):
+        text_free.let_go(chosen[start:start + 4])
+    assert text_free.dataset() == dataset.without_texts()
 
 
 def test_an_answer_holding_half_a_character_is_kept_and_judged(tmp_path):

@@ -127,8 +127,15 @@ class Dataset:
         """The same cases without their template fields: ids, human scores, groups and splits, which is what the
         gate at the end of a run reads. A run keeps this while it plans and drops the cases themselves, so that
         it does not hold every case's texts until it ends."""
-        none = Fields({}, ())
-        return replace(self, cases=tuple(replace(c, fields=none) for c in self.cases))
+        return replace(self, cases=tuple(without_texts(c) for c in self.cases))
+
+
+_NO_FIELDS = Fields({}, ())
+
+
+def without_texts(case: Case) -> Case:
+    """``case`` without its template fields (see :meth:`Dataset.without_texts`)."""
+    return replace(case, fields=_NO_FIELDS)
 
 
 def lookup(record: Any, dotted: str) -> Any:

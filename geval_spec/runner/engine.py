@@ -174,8 +174,9 @@ class Engine:
         self.sent.update(r.hash for r in out)
         return out
 
-    async def _feed(self, cases: list[Case]) -> AsyncIterator[Request]:
-        """Plan ``cases`` a chunk at a time, taking each chunk out of the list: a case planned is held no more."""
+    async def _feed(self, cases: list[Case], let_go: Callable[[list[Case]], None]) -> AsyncIterator[Request]:
+        """Plan ``cases`` a chunk at a time, taking each chunk out of the list: a case planned is held no more
+        (``let_go`` sees each chunk once it is planned)."""
         size = FIRST_CHUNK
         cases.reverse()  # (taken from the end: a chunk leaves the list without moving the rest)
         while cases:
@@ -184,6 +185,7 @@ class Engine:
             chunk.reverse()
             for request in await self._plan(chunk):
                 yield request
+            let_go(chunk)
             del chunk
             size = CHUNK
         # everything is queued: write what came in so far while the last answers are on their way, so that the
@@ -261,12 +263,13 @@ class Engine:
             if handled:
                 loop.remove_signal_handler(signal.SIGINT)
 
-    def run(self, cases: list[Case], routes: Routes) -> None:
+    def run(self, cases: list[Case], routes: Routes, let_go: Callable[[list[Case]], None] = lambda chunk: None) -> None:
         """Judge ``cases``, emptying the list as they are planned (so that a run holds a chunk of cases, not all of
-        them, once it is under way); raise :class:`Interrupted` after Ctrl-C and a JudgeError on an outage."""
+        them, once it is under way; ``let_go`` sees each chunk once planned, in order); raise
+        :class:`Interrupted` after Ctrl-C and a JudgeError on an outage."""
         async def main() -> None:
             try:
-                await self._stream(self._feed(cases))
+                await self._stream(self._feed(cases, let_go))
                 if self.fallback and not self.executor.stopping:
                     await self._stream(self._feed_list(await self._send_fallback()))
             finally:

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from geval_spec import __version__
-from geval_spec.dataset.cases import Case, Dataset, fields_json, read_cases
+from geval_spec.dataset.cases import Case, Dataset, fields_json, read_cases, without_texts
 from geval_spec.dataset.splits import assign_splits
 from geval_spec.errors import CostCeiling, GevalError, InputError, MissingLogprobs, Problem
 from geval_spec.judge import costs
@@ -264,9 +264,41 @@ def execute_run(parsed: ParsedSpec, options: RunOptions, on_progress: OnProgress
         started = _start(store, parsed, dataset.sha256, cases, judges, options)
     if isinstance(started, RunResult):  # finished before: nothing is planned, the cases may keep their texts
         return replace(started, steps_generated=steps_generated, dataset=dataset)
-    dataset = dataset.without_texts()  # the engine drops each case once it is planned: nothing else holds them
-    result = _judge(parsed, cases, judges, options, started, on_progress, say)
-    return replace(result, steps_generated=steps_generated, dataset=dataset)
+    n_cases = len(cases)
+    cases[:] = [c for c in cases if c.id not in started.reused]  # (in place: the engine empties this very list)
+    text_free = _TextFree(dataset, cases)
+    del dataset  # the engine drops each case once it is planned: nothing else may hold them
+    result = _judge(parsed, cases, n_cases, judges, options, started, text_free.let_go, on_progress, say)
+    return replace(result, steps_generated=steps_generated, dataset=text_free.dataset())
+
+
+class _TextFree:
+    """The run's data without its cases' texts, for the gate at the end: the cases the engine judges are copied
+    as it lets each chunk go, the others at once. (Copied up front, every case was held twice as the run
+    started, and the run's peak RSS at 100,000 cases was 15-20 MB higher: BENCHMARKS.md, scale.)"""
+
+    def __init__(self, dataset: Dataset, judged: Sequence[Case]) -> None:
+        self.empty = replace(dataset, cases=())
+        self.slots: list[Case | None] = []  # the data's cases in order; None: judged, copied when let go
+        j = 0
+        for case in dataset.cases:
+            if j < len(judged) and judged[j] is case:
+                self.slots.append(None)
+                j += 1
+            else:
+                self.slots.append(without_texts(case))
+        self.copies: list[Case] = []
+        self.in_order = j == len(judged)  # (the judged cases are the data's, in its order; if not, copied up front)
+        if not self.in_order:
+            self.slots = [without_texts(c) for c in dataset.cases]
+
+    def let_go(self, chunk: list[Case]) -> None:
+        if self.in_order:
+            self.copies.extend(without_texts(c) for c in chunk)
+
+    def dataset(self) -> Dataset:
+        copies = iter(self.copies)
+        return replace(self.empty, cases=tuple(c if c is not None else next(copies) for c in self.slots))
 
 
 @dataclass(frozen=True)
@@ -323,12 +355,12 @@ def _start(store: Store, parsed: ParsedSpec, data_sha256: str, cases: list[Case]
     return _Started(run_id, keys, journal, frozenset(reused), answers_exist)
 
 
-def _judge(parsed: ParsedSpec, cases: list[Case], judges: tuple[Judge, ...], options: RunOptions,
-           started: _Started, on_progress: OnProgress | None, say: Say) -> RunResult:
-    """Stream the cases not reused through the engine, and finish the run."""
+def _judge(parsed: ParsedSpec, cases: list[Case], n_cases: int, judges: tuple[Judge, ...], options: RunOptions,
+           started: _Started, let_go: Callable[[list[Case]], None], on_progress: OnProgress | None,
+           say: Say) -> RunResult:
+    """Stream ``cases`` (those of the run's ``n_cases`` not reused) through the engine, and finish the run."""
     run_id, keys, journal, reused, answers_exist = (started.run_id, started.keys, started.journal, started.reused,
                                                     started.answers_exist)
-    n_cases = len(cases)
     progress = Progress(cases=n_cases, cases_done=len(reused))
     routes = Routes(judges, options.concurrency, options.replay, options.backoff,
                     LimitOverride(options.rpm, options.tpm))
@@ -337,7 +369,7 @@ def _judge(parsed: ParsedSpec, cases: list[Case], judges: tuple[Judge, ...], opt
 
         routes = BatchRoutes(routes, options.batch_errors)
     settings = Settings(concurrency=options.concurrency, retry_budget=options.retry_budget
-                        if options.retry_budget is not None else max(20, len(cases) - len(reused)),
+                        if options.retry_budget is not None else max(20, len(cases)),
                         max_cost=options.max_cost)
     gate = StoreGate(options.db)
     engine = Engine(parsed, judges, run_id, gate, journal, routes, settings, keys, answers_exist,
@@ -345,8 +377,7 @@ def _judge(parsed: ParsedSpec, cases: list[Case], judges: tuple[Judge, ...], opt
     status: RunStatus = "failed"
     error = None
     try:
-        cases[:] = [c for c in cases if c.id not in reused]  # (in place: the engine empties this very list)
-        engine.run(cases, routes)
+        engine.run(cases, routes, let_go)
         status = "completed"
     except (Interrupted, CostCeiling) as exc:
         status, error = "interrupted", str(exc)

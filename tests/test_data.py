@@ -229,3 +229,50 @@ def test_lines_of_a_text_end_at_newlines_only():
     text = "a\u2028b\r\n\nc\x85d\re\n" + "last"
     assert list(lines(text)) == [(1, "a\u2028b"), (2, ""), (3, "c\x85d\re"), (4, "last")]
     assert list(lines("")) == [] and list(lines("x\n")) == [(1, "x")]
+
+
+_JSON_VALUES = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False),
+                                      st.text(max_size=6)),
+                            lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                                    st.dictionaries(st.text(max_size=4), inner, max_size=3)),
+                            max_leaves=12)
+_AROUND = st.sampled_from(["", " ", "\t", "\r", "\n", "\ufeff", "x", ",", "}", "{}", " 1", "\u2028"])
+
+
+def _decoded(text: str) -> tuple[str, object]:
+    from geval_spec.dataset.readers import _decode
+    from geval_spec.files import ReadError
+
+    try:
+        return "value", _decode(text, "line 1")
+    except ReadError as exc:
+        return "error", str(exc)
+
+
+def _decoded_by_json_loads(text: str) -> tuple[str, object]:
+    """The reading before the scanner's fast path: json.loads, and its words for an error."""
+    from geval_spec.files import ReadError
+    from geval_spec.redact import SURROGATE, lone_surrogate
+
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        return "error", str(ReadError("JSON nested too deeply", where="line 1"))
+    except ValueError as exc:
+        return "error", str(ReadError(f"not valid JSON: {getattr(exc, 'msg', str(exc))}", where="line 1"))
+    if lone_surrogate(text, value):
+        return "error", str(ReadError(f"a value {SURROGATE}", where="line 1"))
+    return "value", value
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.dictionaries(st.text(max_size=5), _JSON_VALUES, max_size=4), _AROUND, _AROUND, st.booleans(),
+       st.integers(0, 40), st.booleans())
+def test_a_data_line_is_read_as_json_loads_reads_it(obj, before, after, ascii, cut, nested):
+    """A JSON Lines record is decoded by json's scanner when the line is one object and nothing else, else by
+    json.loads: the same value or the same error, whatever is around the object or missing from it."""
+    text = before + json.dumps(obj, ensure_ascii=ascii) + after
+    if nested:
+        text = '{"a": ' + "[" * 3000 + "]" * 3000 + "}"
+    for candidate in (text, text[:cut] + text[cut + 1:], text.replace('"', "\\ud800\"", 1)):
+        assert _decoded(candidate) == _decoded_by_json_loads(candidate)

@@ -20,7 +20,7 @@ import io
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from geval_spec.files import ReadError, check_input, read_lines, read_text
 from geval_spec.redact import SURROGATE, lone_surrogate
@@ -40,9 +40,29 @@ def file_format(path: Path, declared: str | None) -> str | None:
     return declared or FORMATS.get(path.suffix.lower())
 
 
+# json's own scanner (its C one), which json.loads uses (typeshed does not declare the attribute)
+_SCAN: Callable[[str, int], tuple[Any, int]] = getattr(json.JSONDecoder(), "scan_once")
+_NOT_AN_OBJECT: Any = object()
+
+
+def _an_object(text: str) -> Any:
+    """``json.loads(text)`` for a text that is one JSON object and nothing around it (a JSON Lines file's every
+    line, as a rule), from json's scanner without json.loads's checks around it: half the time of 100,000 lines.
+    Anything else, and any error, returns the marker: json.loads then decides (and words the error)."""
+    if text[:1] != "{":
+        return _NOT_AN_OBJECT
+    try:
+        value, end = _SCAN(text, 0)
+    except (ValueError, StopIteration, RecursionError):
+        return _NOT_AN_OBJECT
+    return value if end == len(text) else _NOT_AN_OBJECT
+
+
 def _decode(text: str, where: str) -> Any:
     try:
-        value = json.loads(text)
+        value = _an_object(text)
+        if value is _NOT_AN_OBJECT:
+            value = json.loads(text)
     except RecursionError:
         raise ReadError("JSON nested too deeply", where=where) from None
     except ValueError as exc:

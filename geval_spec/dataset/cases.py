@@ -125,8 +125,8 @@ class Dataset:
 
     def without_texts(self) -> "Dataset":
         """The same cases without their template fields: ids, human scores, groups and splits, which is what the
-        gate at the end of a run reads. A run keeps this while it plans and drops the cases themselves, so that
-        it does not hold every case's texts until it ends."""
+        gate at the end of a run reads. A run makes these copies as it lets each case go (runner.run._TextFree),
+        so that it does not hold every case's texts until it ends."""
         return replace(self, cases=tuple(without_texts(c) for c in self.cases))
 
 

@@ -290,7 +290,7 @@ class _TextFree:
         self.copies: list[Case] = []
         self.in_order = j == len(judged)  # (the judged cases are the data's, in its order; if not, copied up front)
         if not self.in_order:
-            self.slots = [without_texts(c) for c in dataset.cases]
+            self.slots = list(dataset.without_texts().cases)
 
     def let_go(self, chunk: list[Case]) -> None:
         if self.in_order:

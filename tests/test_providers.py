@@ -249,7 +249,16 @@ def test_wire_text_is_the_wire_body_encoded(model, extra, messages):
         assert "cache_control_injection_points" in body or ("max_tokens" in body and facts(model).reasoning)
     else:
         assert json.loads(text) == json.loads(json.dumps(wire_body(body)))
+        assert text == canonical(wire_body(body))
     assert wire_text(body, canonical({**body, "zzz": 1})) in (None, canonical({**body, "zzz": 1}))  # not its text
+
+
+def test_wire_text_tells_equal_settings_of_other_types_apart():
+    """The ends of the text are kept per judge's settings: 0, 0.0, -0.0, False and True are not one setting."""
+    for temperature in (0, 0.0, -0.0, False, 0, True, 1, 1.0, -0.0):
+        body = {"model": "openai/judge-small", "messages": [{"role": "user", "content": "x"}],
+                "temperature": temperature, "seed": 7}
+        assert wire_text(body, canonical(body)) == canonical(wire_body(body))
 
 
 def test_the_direct_client_sends_the_planned_body_with_the_wire_model(tmp_path):

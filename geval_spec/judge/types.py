@@ -174,18 +174,18 @@ class Details:
 
     def to_json(self) -> JsonObject | None:
         out: JsonObject = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.name in ("swapped", "pairwise"):
+        for name in _field_names(type(self)):  # (a judgment is stored with every run: fields() per call was slow)
+            value = getattr(self, name)
+            if name in ("swapped", "pairwise"):
                 continue
-            if f.name == "order_ab" and self.pairwise:
+            if name == "order_ab" and self.pairwise:
                 out["order_ab"] = value
-            elif f.name in ("order_ba", "rule") and self.swapped:
-                out[f.name] = value
-            elif f.name == "consistent" and self.swapped:
+            elif name in ("order_ba", "rule") and self.swapped:
+                out[name] = value
+            elif name == "consistent" and self.swapped:
                 out["consistent"] = value
             elif value is not None:
-                out[f.name] = list(value) if isinstance(value, tuple) else value
+                out[name] = list(value) if isinstance(value, tuple) else value
         return out or None
 
     @classmethod
@@ -201,6 +201,17 @@ class Details:
 
 NO_DETAILS = Details()
 _DETAIL_FIELDS = frozenset(f.name for f in fields(Details))
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(cls: type) -> tuple[str, ...]:
+    """The names of a dataclass's fields, in order (asked once per class)."""
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cls))
+    return names
 
 
 @dataclass(frozen=True)

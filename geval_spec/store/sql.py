@@ -33,8 +33,12 @@ def columns(rows: Sequence[tuple[Any, ...]], types: Sequence[str]) -> dict[str, 
     return out
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, sort_keys=True)  # json.dumps builds one per call with these options
+
+
 def dumps(value: Any) -> str | None:
-    return None if value is None else json.dumps(value, ensure_ascii=False, sort_keys=True)
+    """``json.dumps(value, ensure_ascii=False, sort_keys=True)``; None stays None (NULL)."""
+    return None if value is None else _ENCODER.encode(value)
 
 
 def loads(value: str | None) -> Any:

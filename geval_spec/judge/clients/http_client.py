@@ -15,6 +15,7 @@ import json
 import os
 import time
 from contextlib import contextmanager
+from functools import lru_cache
 from typing import Any, Iterator
 
 from geval_spec.judge.clients.base import TransportError, completion_from_openai, rate_info, retry_after_seconds
@@ -46,20 +47,45 @@ def wire_text(body: JsonObject, text: str) -> str | None:
     differs by more than that, or ``text`` is not the body's canonical JSON.
 
     Keys are sorted in canonical JSON: the top-level ``"model"`` is followed only by the keys that sort after
-    it, which are small (``n``, ``seed``, ``temperature``, ...), so only they are encoded again to find it."""
+    it, which are small (``n``, ``seed``, ``temperature``, ...), so only they are encoded to find it: once per
+    judge's settings when they are scalars."""
     model = body.get("model")
     if not isinstance(model, str) or LITELLM_ONLY.intersection(body) or (
-            "max_tokens" in body and facts(model).reasoning):
+            "max_tokens" in body and _reasoning(model)):
         return None
     wire = wire_model(model)
     if wire == model:
         return text
-    after = canonical({k: v for k, v in body.items() if k > "model"})[1:-1]
-    end = "}" if not after else "," + after + "}"
-    old = '"model":' + canonical(model) + end
+    after = {k: v for k, v in body.items() if k > "model"}
+    if all(type(v) in _SCALARS for v in after.values()):  # the judge's settings: the same for every request of a run
+        old, new = _model_ends(model, wire, tuple((k, type(v), repr(v), v) for k, v in after.items()))
+    else:
+        old, new = _model_end(model, wire, after)
     if not text.endswith(old):
         return None
-    return text[:-len(old)] + '"model":' + canonical(wire) + end
+    return text[:-len(old)] + new
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+@lru_cache(maxsize=64)
+def _reasoning(model: str) -> bool:
+    return facts(model).reasoning
+
+
+@lru_cache(maxsize=64)
+def _model_ends(model: str, wire: str, after: tuple[tuple[str, type, str, Any], ...]) -> tuple[str, str]:
+    """:func:`_model_end` for a body whose keys after ``"model"`` hold scalars, kept by their types and reprs too
+    (``0``, ``0.0``, ``-0.0`` and ``False`` are equal but encode differently)."""
+    return _model_end(model, wire, {k: v for k, _, _, v in after})
+
+
+def _model_end(model: str, wire: str, after: dict[str, Any]) -> tuple[str, str]:
+    """How canonical JSON ends from the top-level ``"model"`` on, with the model's name and with the wire name."""
+    rest = canonical(after)[1:-1]
+    end = "}" if not rest else "," + rest + "}"
+    return '"model":' + canonical(model) + end, '"model":' + canonical(wire) + end
 
 
 @contextmanager

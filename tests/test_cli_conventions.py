@@ -193,8 +193,9 @@ def test_writes_that_fail_exit_2_naming_the_file_and_the_rest_write(tmp_path):
 
 
 def test_an_output_never_replaces_a_spec_a_data_file_or_the_store(tmp_path):
-    """``--out`` and ``--junit`` that name a file of specs/ (a spec, its data) or the results database, directly
-    or through a link, are refused before anything is read or written; a new file anywhere is written."""
+    """``--out``, ``--junit`` and export's ``--cassette`` and ``--parquet`` that name a file of specs/ (a spec, its
+    data) or the results database, directly or through a link, are refused before anything is read or written; a
+    new file anywhere is written. (An export over the data file or the store once replaced it.)"""
     from e2e_helpers import make_project
 
     root = make_project(tmp_path, "http://127.0.0.1:9/v1", n=4)
@@ -202,18 +203,25 @@ def test_an_output_never_replaces_a_spec_a_data_file_or_the_store(tmp_path):
     (root / ".geval" / "results.duckdb").write_bytes(b"not touched")
     (root / "reports").mkdir()
     (root / "reports" / "link.md").symlink_to(root / "specs" / "demo.yaml")
+    (root / "specs" / "data" / "cases.parquet").write_bytes(b"a Parquet data file")
     before = {p: p.read_bytes() for p in (root / "specs").rglob("*") if p.is_file()}
     for args in (["report", "demo", "--out", "specs/demo.yaml"], ["report", "demo", "--out", "reports/link.md"],
                  ["report", "demo", "--junit", "specs/data/cases.jsonl"], ["sweep", "demo", "--out", "specs/demo.yaml"],
                  ["compare", "demo", "demo", "--out", ".geval/results.duckdb"],
                  ["audit", "demo", "--out", "specs/data/cases.jsonl"],
                  ["label-sample", "demo", "--n", "2", "--out", "specs/demo.yaml"],
-                 ["run", "demo", "--junit", "specs/demo.yaml", "--dry-run"]):
+                 ["run", "demo", "--junit", "specs/demo.yaml", "--dry-run"],
+                 ["export", "run_x", "--cassette", "specs/data/cases.jsonl"],
+                 ["export", "run_x", "--cassette", ".geval/results.duckdb"],
+                 ["export", "run_x", "--cassette", "reports/link.md"],
+                 ["export", "run_x", "--parquet", "specs/data"],
+                 ["export", "run_x", "--cassette", "c.jsonl", "--parquet", "specs/data"]):
         res = cli(*args, cwd=root)
         assert res.code == 2 and "which an output never replaces" in res.err, (args, res.err)
         assert "Traceback" not in res.err
     assert {p: p.read_bytes() for p in (root / "specs").rglob("*") if p.is_file()} == before
     assert (root / ".geval" / "results.duckdb").read_bytes() == b"not touched"
+    assert not (root / "c.jsonl").exists()  # the cassette waits for every output to be checked
     res = cli("audit", "demo", "--out", "specs/audit.md", cwd=root)  # a new file, even in specs/
     assert res.code == 0 and (root / "specs" / "audit.md").is_file(), res.err
 

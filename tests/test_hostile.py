@@ -736,6 +736,12 @@ def exists(rel: str):
     return post
 
 
+def unchanged(rel: str, text: str):
+    def post(root: Path, tmp: Path) -> str | None:
+        return None if (root / rel).read_text() == text else f"{rel} was changed"
+    return post
+
+
 def none_written(*rels: str):
     def post(root: Path, tmp: Path) -> str | None:
         written = [rel for rel in rels if (root / rel).exists()]
@@ -854,6 +860,13 @@ READ_CASES = [
          setup=_foreign_db("o.duckdb", "tables"), msg=(r"o\.duckdb", r"not a geval-spec results database")),
     Case("db-sqlite", argv=("report", "demo", "--db", "s.db", "--exit-zero"), setup=_foreign_db("s.db", "sqlite"),
          msg=(r"s\.db", r"not a DuckDB file")),
+    # DuckDB opens a CSV or JSON Lines file as a database in memory: a run's writes would vanish (exit 0 before)
+    *(Case(f"db-{name}-{argv[0]}", argv=(*argv, "--db", name), files={
+        name: text, "judgments.jsonl": FIX / "imports" / "scores.jsonl"}, msg=(name.replace(".", r"\."),
+                                                                             r"not a DuckDB file"),
+           post=unchanged(name, text))
+      for name, text in (("y.jsonl", '{"a": 1}\n'), ("y.csv", "a,b\n1,2\n"), ("y.json", '[{"a": 1}]'))
+      for argv in ((*IMPORT, "judgments.jsonl"), ("report", "demo", "--exit-zero"), ("merge", "judgments.jsonl"))),
     # a folder that takes no new file (/proc): refused before the work, in one message (not after the report)
     *(Case(f"out-in-proc-{n}", argv=("report", "demo", *argv, "--exit-zero"), needs_run=True,
            setup=lambda root, tmp: None if os.path.isdir("/proc/self") else pytest.skip("no /proc"),

@@ -264,15 +264,17 @@ def export(
       0    written
       2    unknown run, no results database, neither --cassette nor --parquet
     """
-    from geval_spec.runner.export import export_cassette, export_parquet
+    from geval_spec.runner.export import export_cassette, export_parquet, prepare_exports
 
     if cassette is None and parquet is None:
         raise InputError(problems=[Problem("give --cassette FILE or --parquet DIR (or both)")])
+    keep = kept(db)  # never over a spec, its data or the results database
+    prepare_exports(cassette, parquet, keep)
     if cassette is not None:
-        count = export_cassette(db_path(db), run_id, cassette)
+        count = export_cassette(db_path(db), run_id, cassette, keep)
         echo(f"wrote {count} recorded responses of {run_id} to {shown(cassette)}")
     if parquet is not None:
-        for path in export_parquet(db_path(db), run_id, parquet):
+        for path in export_parquet(db_path(db), run_id, parquet, keep):
             echo(f"wrote {shown(path)}")
     return EXIT_OK
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Mapping
 
 from geval_spec.errors import InputError, Problem, RefError
 from geval_spec.files import prepare_output, write_atomic
@@ -19,9 +20,22 @@ from geval_spec.redact import redact_json
 from geval_spec.store.db import Store
 
 
-def export_cassette(db: Path, run_id: str, cassette: Path) -> int:
+def prepare_exports(cassette: Path | None, folder: Path | None, keep: Mapping[Path, str] | None = None) -> None:
+    """Check every file an export will write before any is written (InputError naming the first that cannot be):
+    ``keep`` as for :func:`~geval_spec.files.prepare_output` (the project's specs and data, the results database)."""
+    if cassette is not None:
+        prepare_output(cassette, "cassette", keep=keep)
+    if folder is not None:
+        if folder.exists() and not folder.is_dir():
+            raise InputError(problems=[Problem(
+                f"cannot write Parquet files into {folder}: it is a file, not a folder", file=str(folder))])
+        for name in PARQUET_TABLES:
+            prepare_output(folder / f"{name}.parquet", "Parquet file", keep=keep)
+
+
+def export_cassette(db: Path, run_id: str, cassette: Path, keep: Mapping[Path, str] | None = None) -> int:
     """Write the cassette; return how many responses it holds."""
-    prepare_output(cassette, "cassette")
+    prepare_exports(cassette, None, keep)
     with Store.open_existing(db) as store:
         info = store.get_run(run_id)
         if info is None:
@@ -36,16 +50,12 @@ def export_cassette(db: Path, run_id: str, cassette: Path) -> int:
 PARQUET_TABLES = ("cases", "requests", "responses", "judgments", "verdicts")  # what export_parquet writes
 
 
-def export_parquet(db: Path, run_id: str, folder: Path) -> list[Path]:
+def export_parquet(db: Path, run_id: str, folder: Path, keep: Mapping[Path, str] | None = None) -> list[Path]:
     """Write the run's tables as Parquet files; return their paths.
 
     Every file is checked (and the folder made) first, as for any output: a folder that is a file, a file that
     is a folder, or a folder that cannot be written is an InputError naming it (these once ended in exit 70)."""
-    if folder.exists() and not folder.is_dir():
-        raise InputError(problems=[Problem(f"cannot write Parquet files into {folder}: it is a file, not a folder",
-                                           file=str(folder))])
-    for name in PARQUET_TABLES:
-        prepare_output(folder / f"{name}.parquet", "Parquet file")
+    prepare_exports(None, folder, keep)
     with Store.open_existing(db) as store:
         if store.get_run(run_id) is None:
             raise RefError(problems=[Problem(f"no run {run_id!r} in {db}")])

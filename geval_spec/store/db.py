@@ -38,14 +38,9 @@ from geval_spec.store.records import Planned, ResponseRecord, RunInfo, RunJudge,
 from geval_spec.store.judgments import JudgmentTables
 from geval_spec.store.schema import SCHEMA_VERSION, create_or_migrate, not_ours, replace_views, views_current
 from geval_spec.store.shards import ShardTables
-from geval_spec.store.sql import IN as _IN
-from geval_spec.store.sql import RUN_COLUMNS as _RUN_COLUMNS
-from geval_spec.store.sql import ROWS as _ROWS
-from geval_spec.store.sql import TRANSPORT_FAILED
-from geval_spec.store.sql import columns as _columns
-from geval_spec.store.sql import dumps as _dumps
-from geval_spec.store.sql import loads as _loads
-from geval_spec.store.sql import more_memory, out_of_memory
+from geval_spec.store.sql import IN as _IN, ROWS as _ROWS, RUN_COLUMNS as _RUN_COLUMNS
+from geval_spec.store.sql import TRANSPORT_FAILED, duckdb_file, more_memory, out_of_memory
+from geval_spec.store.sql import columns as _columns, dumps as _dumps, loads as _loads
 
 DEFAULT_WAIT = 120.0  # seconds to wait for another process to let go of the file
 INSERT_CHUNK = 10_000  # rows per INSERT statement (see Store.insert)
@@ -121,8 +116,12 @@ def _connect(path: Path, wait: float, read_only: bool = False) -> Any:
     try:  # a FIFO or a device would hang or never end
         if os.path.lexists(path):
             check_regular(path, "results database")
+            if not duckdb_file(path):  # DuckDB opens a CSV or JSON file as a database in memory: writes vanish
+                raise StoreError(f"cannot open the results database {path}: not a DuckDB file")
     except ReadError as exc:
         raise StoreError(f"cannot open the results database {path}: {exc}") from None
+    except OSError as exc:
+        raise StoreError(f"cannot open the results database {path}: {exc.strerror or exc}") from None
     duckdb = _duckdb()
     deadline = time.monotonic() + wait
     pause = 0.01

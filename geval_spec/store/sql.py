@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any, Sequence
 
 IN = "IN (SELECT unnest(?::VARCHAR[]))"  # a parameter holding a list of strings
@@ -39,6 +40,14 @@ _ENCODER = json.JSONEncoder(ensure_ascii=False, sort_keys=True)  # json.dumps bu
 def dumps(value: Any) -> str | None:
     """``json.dumps(value, ensure_ascii=False, sort_keys=True)``; None stays None (NULL)."""
     return None if value is None else _ENCODER.encode(value)
+
+
+def duckdb_file(path: Path) -> bool:
+    """Whether the file is empty (DuckDB makes a new store of it) or starts as a DuckDB file does (``DUCK`` after
+    the header's checksum). DuckDB itself opens a CSV or JSON file as a database in memory, where writes vanish."""
+    with open(path, "rb") as fh:
+        head = fh.read(12)
+    return not head or head[8:12] == b"DUCK"
 
 
 def loads(value: str | None) -> Any:

@@ -73,6 +73,47 @@ def test_split_and_limit(tmp_path, server):
     assert server.state.total == 3 and "3 cases" in res.out
 
 
+def test_a_ref_names_the_spec_s_whole_run_only(tmp_path, server):
+    """`report REF` took the newest run of the spec's judging, even one of --limit 5 (5 of 20 cases, with no word
+    of the rest) or of --model in place of the spec's judge; a --split dev run judged a gate set on all cases on the
+    dev cases alone; compare of two runs by other judges said "metadata only"."""
+    root = make_project(tmp_path, server.base_url, n=20, client="openai-http")
+    split = cli("run", "demo", "--split", "dev", cwd=root)
+    assert split.code == 0 and "gate not judged: this run covers split dev, the gate is judged on all" in split.out
+    assert "(a run of --split dev: demo names whole runs)" in split.out
+    limited = cli("run", "demo", "--limit", "5", cwd=root)
+    assert limited.code == 0 and "gate passed" in limited.out  # the limit is the user's sample: its gate is judged
+    res = run_cli("report", "demo", "--exit-zero", cwd=root)
+    assert res.code == 2 and "no whole run of demo" in res.err and "--limit 5, --split dev" in res.err, res.err
+    assert last_line(limited.out) in res.err and "Traceback" not in res.err  # the newest, to name instead
+    assert cli("report", last_line(limited.out), "--exit-zero", cwd=root).code == 0  # by its id, as before
+    whole = cli("run", "demo", cwd=root)
+    assert "(or: geval-spec report demo)" in whole.out
+    other = cli("run", "demo", "--model", "openai/judge-large", cwd=root)
+    assert other.code == 0 and "(a run of --model openai/judge-large: demo names whole runs)" in other.out
+    report = json.loads(cli("report", "demo", "--format", "json", "--out", "-", "--exit-zero", cwd=root).out)
+    assert report["run"]["id"] == last_line(whole.out) and report["cases"]["n"] == 20
+    compared = json.loads(cli("compare", last_line(whole.out), last_line(other.out), "--format", "json", "--out",
+                              "-", cwd=root).out)
+    assert compared["change"]["class"] == "judging", compared["change"]
+
+
+def test_a_ref_whose_only_run_is_in_progress_says_so(tmp_path, server):
+    """`report REF` while its run was in progress said "no stored run" and hinted `run REF`, which then failed with
+    "in progress in another process"."""
+    root = make_project(tmp_path, server.base_url, n=4, client="openai-http")
+    run_id = last_line(cli("run", "demo", cwd=root).out)
+    with Store(root / ".geval" / "results.duckdb") as store:
+        store.con.execute("UPDATE runs SET status = 'running' WHERE run_id = ?", [run_id])
+        journal = store.journal(run_id)  # held, as a live run holds its journal
+    try:
+        res = run_cli("report", "demo", "--exit-zero", cwd=root)
+    finally:
+        journal.discard()
+    assert res.code == 2 and f"the run of demo ({run_id}) is still in progress" in res.err, res.err
+    assert "wait for it to end, then: geval-spec report demo" in res.err and "geval-spec run demo" not in res.err
+
+
 def test_faults_end_valid_or_invalid_with_reason(tmp_path):
     cfg = ServerConfig(fault_rate=0.3, timeout_sleep=1.5, retry_after="0", retry_after_ms="20", seed=3)
     with FakeOpenAI(cfg) as srv:
@@ -245,6 +286,10 @@ def test_export_and_replay_without_network(tmp_path, server):
     res2 = cli("run", "demo", "--replay", str(cassette), "--db", str(tmp_path / "fresh.duckdb"), cwd=root)
     assert res2.code == 0, res2.err
     assert "8 replayed from" in res2.out and "nothing sent" in res2.out and "a replay pays nothing" in res2.out
+    assert "8 replayed, 0 cached" in res2.err and " sent," not in res2.err  # progress said "8 sent"
+    # the next step names the store the run went to (`report RUN` alone looked in .geval/ and failed)
+    assert f"next: geval-spec report {last_line(res2.out)} --db fresh.duckdb  (or: geval-spec report demo --db " \
+           "fresh.duckdb)" in res2.out
     with Store(tmp_path / "fresh.duckdb") as store:
         replayed = {j.case_id: j.score for j in store.judgments(last_line(res2.out))}
     assert replayed == {k: v.score for k, v in judgments(root, run_id).items()}

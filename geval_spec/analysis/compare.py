@@ -209,7 +209,7 @@ def resolved_yaml(resolved: ResolvedSpec) -> list[str]:
 
 
 def change_class(a: Loaded, b: Loaded) -> str:
-    if a.source.judging_fp != b.source.judging_fp:
+    if a.source.judging_fp != b.source.judging_fp or a.run.labels != b.run.labels:  # (run --model, import --judge)
         return "judging"
     if a.source.analysis_fp != b.source.analysis_fp:
         return "analysis"

@@ -3,7 +3,8 @@
 ``RUN`` (a run id) means that run, analysed with the settings stored with it.
 ``REF`` (a spec reference) means the newest completed run of that spec with
 the same judging fingerprint on the same data (a whole run: not one shard of
-it), analysed with the spec's
+it, nor a run of ``--split``, ``--limit`` or ``--model`` in place of the spec's
+judge), analysed with the spec's
 *current* analysis settings: a change of aggregation, splits, bootstrap or
 calibration is recomputed from stored judgments without any judge call.
 """
@@ -69,15 +70,40 @@ def load(store: Store, project: Project, what: str, lean: bool = False) -> Loade
                   spec_file=parsed.source.display, resolved=parsed.resolved(), findings=store.findings(run.run_id))
 
 
+def partial(run: RunInfo, parsed: ParsedSpec) -> str | None:
+    """Why a run is not the spec's whole run, or None: a shard, ``--split`` (not ``all``), a ``--limit`` that cut
+    the cases, or ``--model`` in place of the spec's own judge. (An import is the spec's, whatever its label.)"""
+    s = run.settings
+    if s.shard is not None:
+        return f"shard {s.shard}"
+    if run.kind != "run":
+        return None
+    if s.split not in (None, "all"):
+        return f"--split {s.split}"
+    if s.limit is not None and s.cases >= s.limit:
+        return f"--limit {s.limit}"
+    if s.model is not None and parsed.spec.panel and run.labels != tuple(j.label for j in parsed.spec.panel):
+        return f"--model {s.model}"
+    return None
+
+
 def newest_run(store: Store, parsed: ParsedSpec, ref: str | None = None) -> RunInfo:
-    """Newest completed run of this judging fingerprint on the current data."""
+    """Newest completed run of this judging fingerprint on the current data that is the spec's whole run (see
+    :func:`partial`)."""
     dataset_sha = file_sha256(parsed.data_path)
     runs = store.find_runs(spec_name=parsed.name, judging_fp=parsed.judging_fp, status="completed")
     same_data = [r for r in runs if r.data_sha256 == dataset_sha]
-    whole = [r for r in same_data if r.settings.shard is None]  # a shard holds part of the cases: merge them
+    parts = {r.run_id: partial(r, parsed) for r in same_data}
+    whole = [r for r in same_data if parts[r.run_id] is None]
     if whole:
         return whole[0]
     hint = f"make one: geval-spec run {ref or parsed.name}"
+    if any(r.settings.shard is None for r in same_data):  # runs of part of the cases, or by another judge
+        kinds = ", ".join(sorted({str(parts[r.run_id]) for r in same_data}))
+        raise NoStoredRun(problems=[Problem(
+            f"no whole run of {parsed.name} is stored here, only runs of part of its cases or by another judge "
+            f"({kinds})", hint=f"{hint}; or name a run id to report that run alone (the newest: "
+                               f"{same_data[0].run_id})")])
     if same_data:
         shards = ", ".join(sorted({str(r.settings.shard) for r in same_data}))
         raise NoStoredRun(problems=[Problem(
@@ -88,6 +114,11 @@ def newest_run(store: Store, parsed: ParsedSpec, ref: str | None = None) -> RunI
         raise NoStoredRun(problems=[Problem(
             f"the stored runs of {parsed.name} with this judging fingerprint used other data than "
             f"{parsed.data_display} has now", hint=hint)])
+    running = store.find_runs(spec_name=parsed.name, judging_fp=parsed.judging_fp, status="running")
+    if running:  # (the hint to run it failed: "in progress in another process")
+        raise NoStoredRun(problems=[Problem(
+            f"the run of {parsed.name} ({running[0].run_id}) is still in progress: no completed run to read yet",
+            hint=f"wait for it to end, then: geval-spec report {ref or parsed.name}")])
     others = store.find_runs(spec_name=parsed.name, status="completed")
     what = (f"{len(others)} run(s) of {parsed.name} exist, but none with judging fingerprint "
             f"{parsed.judging_fp[:10]} (the spec's judging changed since)" if others else

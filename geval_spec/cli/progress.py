@@ -85,9 +85,10 @@ def rate_text(p: Progress) -> str:
     return text + (f" ({'; '.join(paces)})" if paces else "")
 
 
-def plain_line(label: str, p: Progress) -> str:
+def plain_line(label: str, p: Progress, sent: str = "sent") -> str:
+    """``sent``: what the answers are (``replayed`` from a cassette)."""
     share = p.cases_done / p.cases if p.cases else 1.0
-    line = (f"{label}: {p.cases_done}/{p.cases} cases ({share:.0%}), {p.done} sent, {p.cached} cached, "
+    line = (f"{label}: {p.cases_done}/{p.cases} cases ({share:.0%}), {p.done} {sent}, {p.cached} cached, "
             f"{p.failed} failed, {rate_text(p)}")
     elapsed = time.monotonic() - p.started
     if 0 < share < 1 and elapsed > 0:
@@ -100,10 +101,12 @@ def plain_line(label: str, p: Progress) -> str:
 class ProgressView:
     """Shows a run's progress on stderr (see the module docstring)."""
 
-    def __init__(self, label: str, warm: str | None = None) -> None:
-        """``warm``: a module to import in the background once the first answer is in (see :meth:`update`)."""
+    def __init__(self, label: str, warm: str | None = None, sent: str = "sent") -> None:
+        """``warm``: a module to import in the background once the first answer is in (see :meth:`update`);
+        ``sent``: what the answers are called (``replayed`` from a cassette: nothing is sent)."""
         self.label = label
         self.warm = warm
+        self.sent = sent
         self._warming: threading.Thread | None = None
         # rich (about 30 ms to import) only where it may draw: a plain stderr that is no terminal gets plain lines
         self.console: Any = console(stderr=True) if may_be_terminal(sys.stderr) else None
@@ -136,7 +139,7 @@ class ProgressView:
             self._warming.start()
         if self.bar is not None:
             cost = f" ${p.cost:.4f}" if p.cost else ""
-            info = (f"{rate_text(p)}  sent {p.done}  cached {p.cached}  failed {p.failed}  retries {p.retries}"
+            info = (f"{rate_text(p)}  {self.sent} {p.done}  cached {p.cached}  failed {p.failed}  retries {p.retries}"
                     f"{cost}")
             self.bar.update(self.task, total=p.cases or None, completed=p.cases_done, info=info)
             return
@@ -145,10 +148,10 @@ class ProgressView:
         now = time.monotonic()
         if step > self._printed_step or now - self._printed_at >= PLAIN_EVERY:
             self._printed_at, self._printed_step, self._printed = now, max(step, self._printed_step), _counts(p)
-            echo_err(plain_line(self.label, p))
+            echo_err(plain_line(self.label, p, self.sent))
 
     def __exit__(self, *exc: object) -> None:
         if self.bar is not None:
             self.bar.__exit__(*exc)
         elif self.last is not None and self.last.cases and _counts(self.last) != self._printed:  # where it ended
-            echo_err(plain_line(self.label, self.last))
+            echo_err(plain_line(self.label, self.last, self.sent))

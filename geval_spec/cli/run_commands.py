@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Optional
 
@@ -41,7 +42,9 @@ def print_dry_run(parsed: ParsedSpec, d: DryRun, model: str | None = None) -> No
     echo(f"  static prefix  {100 * d.static_prefix_share:.1f}% of the prompt tokens (cacheable by providers)")
 
 
-def print_run(parsed: ParsedSpec, r: RunResult, gate_line: str, ref: str, replay: Path | None = None) -> None:
+def print_run(parsed: ParsedSpec, r: RunResult, gate_line: str, ref: str, replay: Path | None = None,
+              part: str | None = None) -> None:
+    """The run's summary; ``part``: why the run is not the spec's whole run (a REF does not name it then)."""
     s = parsed.spec
     echo(f"{s.name} v{s.version}: {r.cases} cases, {r.valid} valid, {r.invalid} invalid "
          f"(validity {100 * r.valid / max(1, r.valid + r.invalid):.1f}%), method {', '.join(r.methods) or '-'}")
@@ -63,7 +66,9 @@ def print_run(parsed: ParsedSpec, r: RunResult, gate_line: str, ref: str, replay
     echo(gate_line)
     if r.batch:
         echo(f"batch: {r.batch} answer(s) came through the provider's batch API, costed at its batch price")
-    echo(f"stored in {shown(Path(r.db))}; next: geval-spec report {r.run_id}  (or: geval-spec report {ref})")
+    db = "" if Path(r.db) == project().default_db else f" --db {shlex.quote(shown(Path(r.db)))}"
+    other = f"  (or: geval-spec report {ref}{db})" if part is None else f"  (a run of {part}: {ref} names whole runs)"
+    echo(f"stored in {shown(Path(r.db))}; next: geval-spec report {r.run_id}{db}{other}")
     echo(r.run_id)
 
 
@@ -169,29 +174,33 @@ def _run(ref: str, options: RunOptions, junit: Path | None) -> int:
     parsed = load_spec(proj.resolve(ref))
     # The gate's analysis (numpy, the result models) is imported while the run waits on the network, not before
     # it: about 0.15 s less of a 2,000-case run's wall time (BENCHMARKS.md, scale).
-    with ProgressView(parsed.name, warm="geval_spec.analysis.gate") as view:
+    with ProgressView(parsed.name, warm="geval_spec.analysis.gate",
+                      sent="sent" if options.replay is None else "replayed") as view:
         result = execute_run(parsed, options, on_progress=view.update, on_event=echo_err)
     from geval_spec.analysis.gate import gate_after_run
+    from geval_spec.analysis.resolve import partial
     from geval_spec.output.junit import to_junit
     if isinstance(result, DryRun):
         print_dry_run(parsed, result, options.model)
         return EXIT_OK
+    split = options.split
+    with Store(options.db) as store:
+        info = store.get_run(result.run_id)
+        part = partial(info, parsed) if info is not None else None
+        gate = gate_after_run(store, proj, result.run_id, split, result.dataset) if options.shard is None else None
     if options.shard is not None:
         k, n = options.shard
         print_run(parsed, result, f"gate not judged: this run is shard {k}/{n}; merge the shards' stores "
-                  "(geval-spec merge) and report the merged run", ref, options.replay)
+                  "(geval-spec merge) and report the merged run", ref, options.replay, part)
         return EXIT_OK
-    split = options.split
-    with Store(options.db) as store:
-        gate = gate_after_run(store, proj, result.run_id, split, result.dataset)
     if gate is None:
         cal = parsed.spec.calibration
         print_run(parsed, result, f"gate not judged: this run covers split {split}, the gate is judged on {cal.split}",
-                  ref, options.replay)
+                  ref, options.replay, part)
         return EXIT_OK
     if junit is not None:
         echo(f"wrote {write_out(to_junit(parsed.name, gate), junit, junit)}")
-    print_run(parsed, result, gate.summary, ref, options.replay)
+    print_run(parsed, result, gate.summary, ref, options.replay, part)
     return EXIT_OK if gate.passed else EXIT_GATE
 
 

@@ -301,6 +301,34 @@ def test_export_and_replay_without_network(tmp_path, server):
     assert res3.code == 2 and "no recorded response for case 'extra'" in res3.err
 
 
+def test_token_counts_the_store_cannot_hold_are_unknown(tmp_path, server):
+    """A cassette line (or an answer) with prompt_tokens 10**30 failed every write of the run, then every command
+    (exit 70) until its journal was deleted by hand; such a count, or a negative one, is unknown now."""
+    from geval_spec.store.records import ResponseRecord
+
+    root = make_project(tmp_path, server.base_url, n=4)
+    run_id = last_line(cli("run", "demo", cwd=root).out)
+    cassette = tmp_path / "c.jsonl"
+    assert cli("export", run_id, "--cassette", str(cassette), cwd=root).code == 0
+    lines = cassette.read_text().splitlines()
+    evil = [json.loads(line) for line in lines]
+    for item, count in zip([x for x in evil if "hash" in x], (10**30, -5, 2**31, 7)):
+        item["prompt_tokens"] = count
+    cassette.write_text("\n".join(json.dumps(x) for x in evil) + "\n")
+    res = run_cli("run", "demo", "--replay", str(cassette), "--db", "fresh.duckdb", cwd=root)
+    assert res.code == 0, res.err
+    with Store(root / "fresh.duckdb") as store:
+        counts = sorted(r[0] for r in store.con.execute("SELECT prompt_tokens FROM answers").fetchall()
+                        if r[0] is not None)
+    assert counts == [7]
+    assert run_cli("report", "demo", "--db", "fresh.duckdb", "--exit-zero", cwd=root).code == 0
+    # a journal written by a release that kept any whole number replays too
+    record = ResponseRecord.of({"request_hash": "h", "run_id": "r", "attempt": 0, "ok": True, "status": 200,
+                                "kind": None, "error": None, "prompt_tokens": 10**30, "completion_tokens": 3,
+                                "cost": None, "latency_ms": 1.0, "cached_tokens": True}, "{}")
+    assert (record.prompt_tokens, record.completion_tokens, record.cached_tokens) == (None, 3, None)
+
+
 def test_expected_score_api():
     from geval_spec import expected_score
 

@@ -84,6 +84,16 @@ class Logprobs:
         return TokenLogprob(token=str(t.get("token", "")), logprob=_logprob(t.get("logprob")), top=top)
 
 
+MAX_COUNT = 2**31 - 1  # the store's token columns are 32-bit integers
+
+
+def token_count(value: Any) -> int | None:
+    """A token count as a response, a cassette or a journal gives it: a whole number from 0 to MAX_COUNT, else None
+    (unknown). A count the store cannot hold (10**30 from a hostile server) failed every write of the run and of
+    its journal's replay: the store could not be opened again until the journal was deleted by hand."""
+    return value if type(value) is int and 0 <= value <= MAX_COUNT else None
+
+
 def _logprob(value: Any) -> float:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else float("-inf")
 

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timezone
 from typing import Any, Literal, Sequence
 
-from geval_spec.judge.types import Request
+from geval_spec.judge.types import Request, token_count
 from geval_spec.spec.load import ResolvedSpec
 from geval_spec.spec.sections import Judge
 
@@ -150,9 +150,13 @@ class ResponseRecord:
         elif body is None and isinstance(header.get("body"), str):
             body = header["body"]
         known = {f.name for f in fields(cls)} - {"body"}
-        return cls(body=body, **{k: v for k, v in header.items() if k in known})
+        values = {k: v for k, v in header.items() if k in known}
+        for key in _COUNTS.intersection(values):  # (journals of releases that kept any whole number)
+            values[key] = token_count(values[key])
+        return cls(body=body, **values)
 
 
+_COUNTS = frozenset({"prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens"})
 RequestRow = tuple[str, str, str, int, int, str]  # requests: hash, model, body_json, sample, n, created_at
 LinkRow = tuple[str, str, str, str, str, int, int]  # run_requests: run_id, hash, case_id, judge, purpose, sample, position
 

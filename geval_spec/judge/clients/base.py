@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping, Protocol
 
-from geval_spec.judge.types import Choice, Completion, JsonObject, Logprobs, RateInfo, Recorded
+from geval_spec.judge.types import Choice, Completion, JsonObject, Logprobs, RateInfo, Recorded, token_count
 from geval_spec.redact import (MASK, kept_dict, kept_list, lone_surrogate, redact, redact_json, scrub_surrogates,
                                 secret_spans, secret_values)
 
@@ -128,10 +128,6 @@ def rate_info(headers: Mapping[str, str] | None) -> RateInfo | None:
                     reset_requests=seconds("reset-requests"), reset_tokens=seconds("reset-tokens"))
 
 
-def _count(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 def usage_of(data: JsonObject) -> tuple[int | None, int | None, int | None, int | None]:
     """(prompt, completion, cached prompt, reasoning) tokens of a response body, None where it does not say.
 
@@ -143,11 +139,12 @@ def usage_of(data: JsonObject) -> tuple[int | None, int | None, int | None, int 
         return None, None, None, None
     prompt_details = usage.get("prompt_tokens_details")
     completion_details = usage.get("completion_tokens_details")
-    cached = _count(prompt_details.get("cached_tokens")) if isinstance(prompt_details, dict) else None
+    cached = token_count(prompt_details.get("cached_tokens")) if isinstance(prompt_details, dict) else None
     if cached is None:
-        cached = _count(usage.get("cache_read_input_tokens"))
-    reasoning = _count(completion_details.get("reasoning_tokens")) if isinstance(completion_details, dict) else None
-    return _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens")), cached, reasoning
+        cached = token_count(usage.get("cache_read_input_tokens"))
+    reasoning = (token_count(completion_details.get("reasoning_tokens")) if isinstance(completion_details, dict)
+                 else None)
+    return token_count(usage.get("prompt_tokens")), token_count(usage.get("completion_tokens")), cached, reasoning
 
 
 def completion_from_openai(data: JsonObject, model: str, latency_ms: float,

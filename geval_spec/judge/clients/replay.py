@@ -16,7 +16,7 @@ from geval_spec.errors import DataError, Problem
 from geval_spec.files import ReadError, check_input, lines, read_text
 from geval_spec.redact import SURROGATE, lone_surrogate
 from geval_spec.judge.clients.base import TransportError, completion_of
-from geval_spec.judge.types import Completion, JsonObject, Recorded
+from geval_spec.judge.types import Completion, JsonObject, Recorded, token_count
 
 FORMAT = "geval-spec cassette"
 VERSION = 1
@@ -24,10 +24,6 @@ VERSION = 1
 
 def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
-def _count(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def check_cassette(path: Path) -> None:
@@ -72,8 +68,8 @@ def read_cassette(path: Path) -> dict[str, Recorded]:
                                               file=file, line=n)])
         request = item.get("request")
         answers[item["hash"]] = Recorded(
-            request_hash=item["hash"], response=item["response"], prompt_tokens=_count(item.get("prompt_tokens")),
-            completion_tokens=_count(item.get("completion_tokens")), cost=_number(item.get("cost")),
+            request_hash=item["hash"], response=item["response"], prompt_tokens=token_count(item.get("prompt_tokens")),
+            completion_tokens=token_count(item.get("completion_tokens")), cost=_number(item.get("cost")),
             latency_ms=_number(item.get("latency_ms")), request=request if isinstance(request, dict) else None)
     return answers
 

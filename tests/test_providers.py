@@ -323,3 +323,88 @@ def test_max_cost_stops_before_passing_the_ceiling_and_the_run_goes_on(tmp_path)
         res = cli("run", "demo", cwd=root)
         assert res.code == 0, res.err
         assert srv.state.total - before == n - answered  # only the rest is sent
+
+
+def _odd_answers(bodies: dict[str, tuple[int, bytes, dict[str, str]]]):
+    """A server on 127.0.0.1 answering POST /<name>/v1/chat/completions with the given (status, body, headers)."""
+    import asyncio
+    import threading
+
+    from aiohttp import web
+
+    async def handle(request):
+        status, body, headers = bodies[request.match_info["name"]]
+        return web.Response(status=status, body=body, headers=headers)
+
+    loop = asyncio.new_event_loop()
+    app = web.Application()
+    app.router.add_post("/{name}/v1/chat/completions", handle)
+    runner = web.AppRunner(app)
+    loop.run_until_complete(runner.setup())
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    loop.run_until_complete(site.start())
+    port = site._server.sockets[0].getsockname()[1]
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+
+    def stop():
+        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+    return f"http://127.0.0.1:{port}", stop
+
+
+def test_the_direct_client_turns_odd_answers_into_transport_errors(monkeypatch):
+    """Bytes that are not UTF-8, JSON nested past Python's stack and an answer that unpacks to gigabytes ended the
+    run with an internal error (exit 70, or memory exhausted); they are answers that are not chat completions now,
+    which the run retries and then records as failed. A base URL with credentials in the environment is an input
+    error (aiohttp refused it with a ValueError)."""
+    import asyncio
+    import gzip
+
+    from geval_spec.errors import InputError
+    from geval_spec.judge.clients import http_client
+    from geval_spec.judge.clients.base import TransportError
+    from geval_spec.judge.clients.http_client import HttpClient
+
+    monkeypatch.setattr(http_client, "MAX_ANSWER_BYTES", 1 << 20)
+    bomb = gzip.compress(b" " * (8 << 20), 9)  # 8 MB of whitespace in a few KB
+    good = json.dumps({"choices": [{"message": {"role": "assistant", "content": "caf\u00e9"}, "finish_reason": "stop"}],
+                       "usage": {"prompt_tokens": 3, "completion_tokens": 2}}, ensure_ascii=False).encode("utf-8")
+    base, stop = _odd_answers({
+        "latin1": (200, good.replace("caf\u00e9".encode(), b"caf\xe9"), {"Content-Type": "application/json"}),
+        "latin1-401": (401, b'{"error": {"message": "cl\xe9 refus\xe9e"}}', {}),
+        "nul": (200, b"\x00\xff" + good, {}),
+        "deep": (200, b"[" * 200_000 + b"]" * 200_000, {}),
+        "bomb": (200, bomb, {"Content-Encoding": "gzip", "Content-Type": "application/json"}),
+        "big": (200, b" " * (2 << 20) + good, {}),
+        "good-gzip": (200, gzip.compress(good), {"Content-Encoding": "gzip"}),
+    })
+
+    async def ask(name):
+        client = HttpClient(f"{base}/{name}/v1", 1)
+        try:
+            return await client.complete({"model": "judge-small", "messages": []}, 10.0)
+        finally:
+            await client.close()
+
+    try:
+        latin = asyncio.run(ask("latin1"))
+        assert latin.choices[0].text == "caf\ufffd"  # kept, with the byte that is not UTF-8 marked
+        with pytest.raises(TransportError) as refused:
+            asyncio.run(ask("latin1-401"))
+        assert refused.value.kind == "auth" and "cl\ufffd refus\ufffde" in str(refused.value)
+        for name, words in (("nul", "not JSON"), ("deep", "not JSON"), ("bomb", "larger than 1 MB"),
+                            ("big", "larger than 1 MB")):
+            with pytest.raises(TransportError) as caught:
+                asyncio.run(ask(name))
+            assert caught.value.kind == "malformed" and words in str(caught.value), (name, caught.value)
+        assert asyncio.run(ask("good-gzip")).choices[0].text == "caf\u00e9"
+    finally:
+        stop()
+    for name in ("OPENAI_API_BASE", "OPENAI_BASE_URL"):
+        monkeypatch.setenv(name, "http://bob:secret-pass@127.0.0.1:9/v1")
+        with pytest.raises(InputError) as bad:
+            HttpClient(None, 1)
+        assert name in str(bad.value.problems[0].message) and "secret-pass" not in str(bad.value.problems[0])
+        monkeypatch.delenv(name)

@@ -18,13 +18,16 @@ from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any, Iterator
 
+from geval_spec.errors import InputError, Problem
 from geval_spec.judge.clients.base import TransportError, completion_from_openai, rate_info, retry_after_seconds
 from geval_spec.judge.models import facts
+from geval_spec.redact import url_credentials
 from geval_spec.judge.types import Completion, JsonObject
 from geval_spec.spec.fingerprint import canonical
 
 DEFAULT_BASE = "https://api.openai.com/v1"
 LITELLM_ONLY = frozenset({"cache_control_injection_points"})
+MAX_ANSWER_BYTES = 64 << 20  # an answer larger than this (decompressed) is refused, not read into memory
 
 
 def wire_model(model: str) -> str:
@@ -111,6 +114,12 @@ class HttpClient:
     name = "openai-http"
 
     def __init__(self, api_base: str | None, concurrency: int) -> None:
+        if api_base is None:  # the spec's api_base is checked at load; these are checked here, as aiohttp refused
+            for name in ("OPENAI_API_BASE", "OPENAI_BASE_URL"):  # one with user information (exit 70)
+                reason = url_credentials(os.environ.get(name) or "")
+                if reason is not None:
+                    raise InputError(problems=[Problem(f"{name} carries credentials: {reason}",
+                                                       hint="give the key in OPENAI_API_KEY, not in the URL")])
         self.api_base = (api_base or os.environ.get("OPENAI_API_BASE") or os.environ.get("OPENAI_BASE_URL")
                          or DEFAULT_BASE).rstrip("/")
         self.concurrency = concurrency
@@ -148,7 +157,7 @@ class HttpClient:
         with aiohttp_failures(self.api_base, timeout):
             async with session.post(f"{self.api_base}/chat/completions", data=payload, headers=headers,
                                     timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
-                answer = await resp.text()
+                answer = await _read_text(resp)
                 status = resp.status
                 retry_after = retry_after_seconds(resp.headers)
                 limits = rate_info(resp.headers)
@@ -166,7 +175,7 @@ class HttpClient:
             raise TransportError("client", f"HTTP {status}: {detail}", status=status)
         try:
             data = json.loads(answer)
-        except ValueError:
+        except (ValueError, RecursionError):  # (RecursionError: JSON nested deeper than Python's stack)
             raise TransportError("malformed", f"response body is not JSON: {answer[:80]!r}") from None
         return completion_from_openai(data, body["model"], latency, limits=limits, text=answer)
 
@@ -176,12 +185,35 @@ class HttpClient:
             self._session = None
 
 
+async def _read_text(resp: Any) -> str:
+    """The answer's body as text: read up to MAX_ANSWER_BYTES after decompression (a small gzip body can unpack to
+    gigabytes), decoded as UTF-8 (JSON's encoding; bytes that are not UTF-8 become U+FFFD instead of ending the
+    run with an internal error)."""
+    if resp.content_length is not None and resp.content_length > MAX_ANSWER_BYTES \
+            and not resp.headers.get("Content-Encoding"):
+        raise TransportError("malformed", f"the answer is larger than {MAX_ANSWER_BYTES >> 20} MB")
+    chunks, size = [], 0
+    while True:
+        chunk = await resp.content.readany()
+        if not chunk:
+            break
+        size += len(chunk)
+        if size > MAX_ANSWER_BYTES:
+            raise TransportError("malformed", f"the answer is larger than {MAX_ANSWER_BYTES >> 20} MB")
+        chunks.append(chunk)
+    data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data.decode("utf-8", errors="replace")
+
+
 def _error_message(text: str) -> str:
     try:
         data = json.loads(text)
         msg = data.get("error", {}).get("message") if isinstance(data, dict) else None
         if msg:
             return str(msg)[:300]
-    except ValueError:
+    except (ValueError, RecursionError):
         pass
     return text[:300]

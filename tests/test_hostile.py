@@ -522,6 +522,10 @@ LIMIT_CASES = [
     Case("replace-chain-explosive", **bomb("{% set s = 'x' * 1000 %}{{ s|replace('x', s)|replace('x', s)"
                                            "|replace('x', s) }}")),
     Case("center-2e9", **bomb("[{{ 'x'|center(2000000000) }}]")),
+    # tojson puts every value on a line of its own, indented once per level (12 GB and a minute before)
+    Case("tojson-indent-nested", **bomb("{{ [[[[[[[[[[1]]]]]]]]]]|tojson(indent=999999999) }}")),
+    Case("tojson-indent-flat", **bomb("{{ {'a': 1}|tojson(indent=999999999) }}")),
+    Case("tojson-indent-text", **bomb("{{ [[[1]]]|tojson(indent='x' * 400000) }}")),
     Case("format-method-width", **bomb("{{ '{:>999999999}'.format(1) }}|")),
     Case("cycler-loop-huge", **bomb("{% set c = cycler('a', 'b') %}{% for i in range(100000) %}"
                                     "{% for j in range(100000) %}{{ c.next() }}{{ loop.index }}{% endfor %}"

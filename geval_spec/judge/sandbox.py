@@ -9,7 +9,7 @@ dicts cannot be changed in place) adds:
 - a size check *before* every operation that can build a large value (``*``,
   ``+``, ``%``, ``**``, ``~``, ``str.format``, ``center``/``ljust``/``rjust``/
   ``zfill``, ``replace``, ``join``, ``translate``, ``expandtabs`` and the
-  filters ``center``, ``indent``, ``replace``, ``join``, ``format``, ``batch``,
+  filters ``center``, ``indent``, ``replace``, ``join``, ``format``, ``tojson``, ``batch``,
   ``slice``, ``lipsum``), and on the result of every call and filter;
 - a time limit per render, checked in those hooks (every call, macros
   included, every attribute and item lookup, every operator) and at the start
@@ -405,6 +405,27 @@ def _check_filter(budget: Budget, name: str, args: tuple[Any, ...], kwargs: dict
         count = arg(0, "linecount" if name == "batch" else "slices", 1)
         if isinstance(count, int):
             budget.size(count, f"{name}'s result")
+    elif name == "tojson":  # every value on a line of its own, indented once per level: indent=10**9 took 12 GB
+        indent = arg(0, "indent", None)
+        step = len(indent) if isinstance(indent, str) else indent if type(indent) is int else 0
+        if step > 0:
+            nodes, depth = _shape(value, cap)
+            budget.size(_size(value, cap) + nodes * (depth * step + 1), "tojson's result")
+
+
+def _shape(value: Any, cap: int) -> tuple[int, int]:
+    """How many values (keys too) a JSON-like value holds and how deep it nests; counting stops past ``cap``."""
+    nodes, deepest, stack = 0, 0, [(value, 1)]
+    while stack and nodes <= cap:
+        item, depth = stack.pop()
+        nodes += 1
+        deepest = max(deepest, depth)
+        if isinstance(item, dict):
+            stack.extend((k, depth + 1) for k in item)
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend((v, depth + 1) for v in item)
+    return nodes, deepest
 
 
 def _len(value: Any) -> int:

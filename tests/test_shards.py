@@ -13,6 +13,8 @@ from conftest import cli
 from e2e_helpers import make_project
 from openai_server import FakeOpenAI, ServerConfig
 
+from geval_spec.store.db import Store
+
 
 def test_four_shards_merged_report_like_the_run_made_in_one_go(tmp_path):
     with FakeOpenAI(ServerConfig()) as srv:
@@ -194,3 +196,19 @@ def test_a_shard_holding_every_case_merges_without_losing_it(tmp_path):
         run_id = merged.out.strip().splitlines()[-1]
         report = json.loads(cli("report", run_id, "--format", "json", "--out", "-", "--exit-zero", cwd=root).out)
         assert report["cases"]["n"] == 1 and report["cases"]["valid"] == 1
+
+
+def test_shard_counts_are_bounded(tmp_path):
+    """`run --shard 1/99999999999999999999` was accepted, and merging its store built a set of every shard number
+    (killed at 22 GB); a store holding such a shard (made before the bound) merges with a short message now."""
+    with FakeOpenAI(ServerConfig()) as srv:
+        root = make_project(tmp_path, srv.base_url, n=4, client="openai-http")
+        for text in ("1/99999999999999999999", "1/10001", "\u00b9/2", "1/\u0662"):
+            res = cli("run", "demo", "--shard", text, "--dry-run", cwd=root)
+            assert res.code == 2 and "--shard" in res.err and "Traceback" not in res.err, (text, res.err)
+        assert cli("run", "demo", "--shard", "1/10000", "--db", "a.duckdb", cwd=root).code == 0
+        with Store(root / "a.duckdb") as store:
+            store.con.execute("UPDATE runs SET options_json = replace(options_json, '1/10000', "
+                              "'1/99999999999999999999')")
+        res = cli("merge", "a.duckdb", "--db", "m.duckdb", cwd=root)
+        assert res.code == 2 and "2/99999999999999999999" in res.err and "and more missing" in res.err, res.err

@@ -244,10 +244,15 @@ def import_cmd(
     return EXIT_OK
 
 
+MAX_SHARDS = 10_000
+
+
 def parse_shard(text: str) -> tuple[int, int]:
     k, _, n = text.partition("/")
-    if not (k.isdigit() and n.isdigit()) or not 1 <= int(k) <= int(n):
+    if not (k.isascii() and n.isascii() and k.isdigit() and n.isdigit()) or not 1 <= int(k) <= int(n):
         raise InputError(problems=[Problem(f"--shard {text!r}: expected K/N with 1 <= K <= N, e.g. 2/4")])
+    if int(n) > MAX_SHARDS:
+        raise InputError(problems=[Problem(f"--shard {text!r}: at most {MAX_SHARDS:,} shards")])
     return int(k), int(n)
 
 

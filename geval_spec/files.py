@@ -252,6 +252,9 @@ def confine(base: Path, rel: str, root: Path, what: str = "file") -> Path:
     if not _within(real, root_real):
         raise OutsideProject(f"{what} {rel!r} is a symbolic link (or lies in a linked folder) that leads outside "
                              "the project; only files inside it may be read")
+    if ".git" in Path(os.path.relpath(real, root_real)).parts or ".git" in Path(joined).parts:
+        raise OutsideProject(f"{what} {rel!r} is in a .git folder, which holds git's configuration (in CI, the job's "
+                             "token); not allowed")
     return Path(joined)
 
 

@@ -19,7 +19,9 @@ What is replaced by ``[redacted]``:
 - what follows ``Bearer``, ``Authorization``, ``api-key``, ``x-api-key`` and
   ``x-goog-api-key`` (header echoes);
 - things shaped like provider keys (``sk-...``, ``sk-ant-...``, ``AIza...``,
-  ``hf_...``, ``gsk_...``, ``xai-...``) even when no variable holds them;
+  ``hf_...``, ``gsk_...``, ``xai-...``) and GitHub tokens (``ghp_...``,
+  ``ghs_...``, ``gho_...``, ``ghu_...``, ``ghr_...``, ``github_pat_...``) even
+  when no variable holds them;
 - the user information of URLs (``https://user:key@host``) and the values of
   query parameters named like credentials (``?api_key=...``, ``&token=...``).
 
@@ -51,7 +53,7 @@ _HEADER = re.compile(
 _BEARER = re.compile(r"(?i)(\bbearer\s+)([A-Za-z0-9_~+/=-][A-Za-z0-9._~+/=-]{6,}[A-Za-z0-9_~+/=-])")
 _KEY_SHAPES = re.compile(
     r"\b(?:sk-(?:ant-|proj-)?[A-Za-z0-9_-]{16,}|AIza[0-9A-Za-z_-]{30,}|hf_[A-Za-z0-9]{20,}|gsk_[A-Za-z0-9]{20,}"
-    r"|xai-[A-Za-z0-9]{20,}|r8_[A-Za-z0-9]{20,}|ghp_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})")
+    r"|xai-[A-Za-z0-9]{20,}|r8_[A-Za-z0-9]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})")
 _URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)([^/\s@'\"]+)@")  # group 2: user[:password]
 _QUERY_SECRET = re.compile(r"(?i)([?&;](?:" + "|".join(re.escape(p) for p in sorted(SECRET_PARAMS)) + r")=)"
                            r"([^&#\s'\"]+)")
@@ -125,7 +127,8 @@ _NEEDLES_API = ("api-key", "api_key", "apikey")  # _HEADER, with "authorization"
 _NEEDLES_PARAMS = tuple(sorted({f"{p}=" for p in SECRET_PARAMS}))  # _QUERY_SECRET; each holds "="
 _NEEDLES_ANY_CASE = ("authorization", *_NEEDLES_API, "bearer", *_NEEDLES_PARAMS)  # asked two or three at a time
 _NEEDLES = ("://",  # _URL_USERINFO
-            "sk-", "AIza", "hf_", "gsk_", "xai-", "r8_", "ghp_", "github_pat_")  # _KEY_SHAPES
+            "sk-", "AIza", "hf_", "gsk_", "xai-", "r8_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_",
+            "github_pat_")  # _KEY_SHAPES
 # The characters beyond ASCII that a pattern ignoring case takes for an ASCII letter (a test finds them all).
 _ASCII_FOLDS = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"})
 _FOLDING = re.compile("[\u0130\u0131\u017f\u212a]")

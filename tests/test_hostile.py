@@ -420,6 +420,13 @@ def _symlink(link: str, target: str | Callable[[Path, Path], Path]):
 
 
 OUTSIDE_CASES = [
+    # .git/config holds a CI job's token (actions/checkout's extraheader): inside the project, never read
+    Case("include-git-config", spec=T, files={**tpl("{{ candidate }}\n{% include '../../.git/config' %}\n"),
+                                              ".git/config": f"[http]\n\textraheader = x {MARKER}\n"},
+         msg=(r"\.git", r"not allowed"), at=T2, leak=(MARKER,)),
+    Case("data-in-git", spec={"data.path": "../.git/cases.jsonl"},
+         files={".git/cases.jsonl": '{"id": "c000", "doc": "d", "src": "s", "cand": "c", "human": 3}\n'},
+         msg=(r"\.git", r"not allowed")),
     Case("include-etc-passwd", spec=T, files=tpl("{{ candidate }}\n{% include '/etc/passwd' %}\n"),
          msg=(OUTSIDE, r"/etc/passwd"), at=T2, leak=("root:x:0:0",)),
     Case("include-proc-environ", spec=T, files=tpl("{{ candidate }}\n{% include '/proc/self/environ' %}\n"),

@@ -291,7 +291,8 @@ def test_problems_never_print_a_secret_or_a_huge_line(monkeypatch):
 
 SECRETISH = ["Authorization: Bearer abcdefgh123", "x-api-key=zzzzzzzzzz", "sk-" + "a" * 20, "AIza" + "b" * 31,
              "https://user:pw@host/x", "?api_key=123&x=1", "authorİzation: xyz", "AUTHORIZATION:\nq",
-             "hf_" + "c" * 20, "bearer   toolongtoken", "s3cr3t-value-xyz", "https://h/p;token=1", "ghp_" + "d" * 20]
+             "hf_" + "c" * 20, "bearer   toolongtoken", "s3cr3t-value-xyz", "https://h/p;token=1", "ghp_" + "d" * 20,
+             "ghs_" + "e" * 30, "gho_" + "f" * 20, "ghu_" + "g" * 20, "ghr_" + "h" * 20]
 
 
 @settings(max_examples=300, deadline=None)

@@ -258,17 +258,26 @@ def confine(base: Path, rel: str, root: Path, what: str = "file") -> Path:
     return Path(joined)
 
 
+def leads_outside(path: Path, root: Path) -> bool:
+    """Whether ``path``'s folder, its links followed, lies outside ``root`` (the file itself may be a link: it is
+    replaced, not followed, when written)."""
+    return not _within(os.path.realpath(path.parent), os.path.realpath(root))
+
+
 def _within(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
-def prepare_output(path: Path, what: str = "output", keep: Mapping[Path, str] | None = None) -> Path:
+def prepare_output(path: Path, what: str = "output", keep: Mapping[Path, str] | None = None,
+                   within: Path | None = None) -> Path:
     """Check that ``path`` can be written, making its missing folders; InputError naming it otherwise.
 
     Call it for every file a command will write before the command does its
     work, so nothing is half written (``report --format all``) and no work is
     lost because the last write fails. ``keep``: files, and folders whose files, an output never replaces (a
-    user's ``--out``), each with what it is.
+    user's ``--out``), each with what it is. ``within``: the folder a default path (``reports/``, ``.geval/``) must
+    stay in once its folders' links are followed: a linked ``reports`` folder committed to a repository would
+    send the outputs anywhere.
     """
     shown = str(path)
 
@@ -277,6 +286,9 @@ def prepare_output(path: Path, what: str = "output", keep: Mapping[Path, str] | 
 
     if "\x00" in shown:
         raise refuse("the path contains a NUL byte")
+    if within is not None and leads_outside(path, within):
+        raise refuse(f"a folder on its way is a symbolic link that leads outside {within}; give the path "
+                     "explicitly (--out, --db) to write there")
     try:
         if path.is_dir():
             raise refuse(f"{shown} is a directory")

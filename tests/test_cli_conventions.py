@@ -251,3 +251,32 @@ def test_a_mistyped_run_id_is_not_called_a_spec(tmp_path):
     Store(root / ".geval" / "results.duckdb").close()  # a store, so that the name is what is looked up
     res = cli("report", "run_nope", cwd=root)
     assert res.code == 2 and "neither a run id nor a spec name" in res.err and "run_ and 20 characters" in res.err
+
+
+def test_default_outputs_stay_in_the_project_when_a_folder_is_a_link(tmp_path):
+    """A committed `reports` (or `.geval`) that is a symbolic link sent `report --format all` (or the store and its
+    journals) outside the project while saying "wrote <project>/reports/..."; such a default is refused, and an
+    explicit path still goes where it says."""
+    import json as json_lib
+
+    from e2e_helpers import make_project
+
+    root = make_project(tmp_path / "p", "http://127.0.0.1:9/v1", n=6)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    lines = tmp_path / "j.jsonl"
+    lines.write_text("".join(json_lib.dumps({"case_id": f"c{i:03d}", "score": 1 + i % 5}) + "\n" for i in range(6)))
+    (root / ".geval").symlink_to(outside, target_is_directory=True)
+    res = cli("import", "demo", str(lines), cwd=root)
+    assert res.code == 2 and ".geval" in res.err and "give --db" in res.err, res.err
+    assert list(outside.iterdir()) == []
+    (root / ".geval").unlink()
+    assert cli("import", "demo", str(lines), cwd=root).code == 0
+    (root / "reports").symlink_to(outside, target_is_directory=True)
+    for args in (["report", "demo", "--format", "all"], ["audit", "demo"], ["sweep", "demo"],
+                 ["label-sample", "demo", "--n", "2"], ["compare", "demo", "demo"]):
+        res = cli(*args, cwd=root)
+        assert res.code == 2 and "symbolic link that leads outside" in res.err, (args, res.err)
+    assert list(outside.rglob("*")) == []
+    res = cli("report", "demo", "--out", str(outside / "r.md"), "--exit-zero", cwd=root)  # explicit: written
+    assert res.code == 0 and (outside / "r.md").is_file(), res.err

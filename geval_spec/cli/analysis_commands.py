@@ -8,7 +8,8 @@ from typing import Literal, Optional
 
 import typer
 
-from geval_spec.cli.common import DB_HELP, app, db_path, echo, echo_err, handled, kept, project, write_out
+from geval_spec.cli.common import (DB_HELP, app, db_path, default_output, echo, echo_err, handled, kept, project,
+                               write_out)
 from geval_spec.cli.progress import ProgressView
 from geval_spec.errors import EXIT_GATE, EXIT_OK, InputError, Problem
 
@@ -75,7 +76,7 @@ def report(
     spec = loaded.source.spec
     if out is None:  # the default files, every one of them before any is written
         for ext in (("md", "json", "html") if fmt == "all" else (fmt,)):
-            prepare_output(proj.root / "reports" / spec.name / f"report.{ext}", "report")
+            default_output(proj.root / "reports" / spec.name / f"report.{ext}", "report")
     if temperature is not None and spec.scoring.method != "verdicts":
         raise InputError(problems=[Problem("--temperature re-aggregates TCVA verdicts; "
                                            f"{spec.name} uses method {spec.scoring.method}")])
@@ -133,7 +134,7 @@ def sweep(
         loaded = load(store, proj, what)
     default = proj.root / "reports" / loaded.source.spec.name / f"sweep.{fmt}"
     if out is None:
-        prepare_output(default, "sweep")
+        default_output(default, "sweep")
     result = sweep_report(loaded)
     if fmt == "json":
         text = json.dumps(result.model_dump(mode="json"), indent=2) + "\n"
@@ -194,7 +195,7 @@ def compare(
             sides.append(load_side(proj, path, ref, run_missing, on_progress=view.update, say=echo_err))
     default = proj.root / "reports" / sides[1].source.spec.name / f"compare-{_slug(a)}-{_slug(b)}.{fmt}"
     if out is None:
-        prepare_output(default, "comparison")
+        default_output(default, "comparison")
     result = run_compare(sides[0], sides[1], margin=margin, rule=rule)
     text = to_json(result) if fmt == "json" else to_markdown(result)
     written = write_out(text, out, default)
@@ -239,7 +240,7 @@ def audit(
     parsed = load_spec(proj.resolve(ref))
     default = proj.root / "reports" / parsed.name / f"audit.{fmt}"
     if out is None:
-        prepare_output(default, "audit")
+        default_output(default, "audit")
     result = run_audit(parsed.spec, read_cases(parsed), halfwidth=halfwidth)
     written = write_out(to_json(result) if fmt == "json" else to_markdown(result), out, default)
     if written is not None:
@@ -282,7 +283,7 @@ def label_sample(
     parsed = load_spec(proj.resolve(ref))
     default = proj.root / "reports" / parsed.name / "label-sample.csv"
     if out is None:
-        prepare_output(default, "label sample")
+        default_output(default, "label sample")
     sample = draw(parsed.spec, read_cases(parsed), n, seed)
     written = write_out(to_csv(sample), out, default)
     if written is not None:

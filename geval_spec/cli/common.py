@@ -20,7 +20,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import typer
 
-from geval_spec.errors import EXIT_BUG, EXIT_INTERRUPTED, EXIT_OK, GevalError, Problem
+from geval_spec.errors import EXIT_BUG, EXIT_INTERRUPTED, EXIT_OK, GevalError, InputError, Problem
 from geval_spec.redact import redact, unseen_escaped
 
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE
@@ -163,8 +163,26 @@ def project() -> Any:
 
 
 def db_path(db: Optional[Path]) -> Path:
-    path: Path = db.resolve() if db is not None else project().default_db
-    return path
+    """``--db``, or the project's default database (which must not lead outside the project through a link)."""
+    from geval_spec.files import leads_outside
+
+    if db is not None:
+        path: Path = db.resolve()
+        return path
+    proj = project()
+    default: Path = proj.default_db
+    if leads_outside(default, proj.root):
+        raise InputError(problems=[Problem(
+            f"cannot use the results database {default}: .geval (or a folder on its way) is a symbolic link that "
+            "leads outside the project", hint="give --db PATH to use a database elsewhere")])
+    return default
+
+
+def default_output(path: Path, what: str) -> Path:
+    """Check a default output (``reports/<spec>/...``) as :func:`prepare_output` does, inside the project."""
+    from geval_spec.files import prepare_output
+
+    return prepare_output(path, what, within=project().root)
 
 
 def kept(db: Optional[Path]) -> dict[Path, str]:

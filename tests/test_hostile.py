@@ -700,6 +700,20 @@ def _sparse(rel: str, size: int = 5 << 30):
     return make
 
 
+def _parquet_bomb(rel: str, rows: int = 2_000, width: int = 50_000):
+    """A Parquet data file of a few hundred KB whose one long text (dictionary-encoded) decodes to rows x width."""
+    def make(root: Path, tmp: Path) -> None:
+        pa = pytest.importorskip("pyarrow")
+        import pyarrow.parquet as pq
+
+        text = "y" * width
+        table = pa.table({"id": [f"c{i:05d}" for i in range(rows)], "doc": ["d"] * rows, "src": [text] * rows,
+                          "cand": [text] * rows, "human": [3.0] * rows})
+        pq.write_table(table, root / rel, use_dictionary=True, compression="zstd")
+        assert (root / rel).stat().st_size < 1 << 20
+    return make
+
+
 def _foreign_db(rel: str, kind: str):
     """A database that is not a geval-spec store: DuckDB with tables of its own, DuckDB with another meta table,
     or SQLite (which DuckDB would read through an extension it fetches from the network)."""
@@ -772,6 +786,9 @@ WRITE = r"directory|not a directory|permission|cannot write|not writable|read-on
 
 READ_CASES = [
     # data.path
+    Case("data-parquet-decodes-to-200mb", spec={"data.path": "data/bomb.parquet"}, proc=True,
+         setup=_parquet_bomb("specs/data/bomb.parquet"), env={"GEVAL_MAX_READ_BYTES": "16M"},
+         msg=(r"bomb\.parquet", r"decodes to more than 16 MB", r"GEVAL_MAX_READ_BYTES")),
     Case("data-dev-zero", spec={"data.path": "/dev/zero", "data.format": "jsonl"}, msg=(r"/dev/zero", READ),
          proc=True),
     Case("data-dev-urandom", spec={"data.path": "/dev/urandom", "data.format": "csv"},

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from geval_spec.files import ReadError, check_input, read_lines, read_text
+from geval_spec.files import (MAX_READ_BYTES, READ_LIMIT_VAR, ReadError, check_input, human_size, read_lines, read_text,
+                              size_limit)
 from geval_spec.redact import SURROGATE, lone_surrogate
 
 FORMATS = {".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".parquet": "parquet"}
@@ -149,18 +150,32 @@ def read_csv(path: Path) -> Records:
     return Records(rows, tuple(header), "line", tuple(positions))
 
 
+PARQUET_BATCH = 1024  # records decoded at a time
+
+
 def read_parquet(path: Path) -> Records:
     check_input(path, "data file")
     try:
         import pyarrow.parquet as pq
     except ImportError:
         raise ReadError("reading Parquet needs pyarrow: pip install 'geval-spec[parquet]'") from None
-    try:
-        table = pq.read_table(path)
+    cap = size_limit(READ_LIMIT_VAR, MAX_READ_BYTES)
+    rows: list[dict[str, Any]] = []
+    decoded = 0
+    try:  # a batch at a time: a few hundred KB of Parquet (one long text, dictionary-encoded) can decode to GBs
+        parquet = pq.ParquetFile(path)
+        names = tuple(parquet.schema_arrow.names)
+        for batch in parquet.iter_batches(batch_size=PARQUET_BATCH):
+            decoded += batch.nbytes
+            if decoded > cap:
+                raise ReadError(f"decodes to more than {human_size(cap)} (the limit of {READ_LIMIT_VAR}) by record "
+                                f"{len(rows) + batch.num_rows:,}", where=f"record {len(rows) + 1}")
+            rows += batch.to_pylist()
+    except ReadError:
+        raise
     except Exception as exc:  # pyarrow raises many kinds for a bad file
         raise ReadError(f"not a Parquet file pyarrow can read: {str(exc).splitlines()[0]}") from None
-    rows = table.to_pylist()
-    return Records(rows, tuple(table.column_names), "record", tuple(range(1, len(rows) + 1)))
+    return Records(rows, names, "record", tuple(range(1, len(rows) + 1)))
 
 
 READERS = {"json": read_json, "jsonl": read_jsonl, "csv": read_csv, "parquet": read_parquet}

@@ -199,7 +199,11 @@ def read_lines(path: Path, what: str = "file") -> Iterator[tuple[int, str]]:
 
 def read_text(path: Path, what: str = "file", max_bytes: int | None = None) -> str:
     """A regular file's text, decoded as UTF-8 (a byte-order mark is dropped); bounded as :func:`read_bytes`."""
-    raw = read_bytes(path, what, max_bytes)
+    return decode_text(read_bytes(path, what, max_bytes), what)
+
+
+def decode_text(raw: bytes, what: str = "file") -> str:
+    """Bytes as UTF-8 text (a byte-order mark is dropped); ReadError naming the line of the first bad byte."""
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

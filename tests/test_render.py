@@ -186,3 +186,33 @@ def test_a_template_runtime_error_from_cycler_is_a_template_error():
     with pytest.raises(TemplateError):
         _renderer("{{ cycler() }}{{ history }}{{ fact }}{{ candidate }}").render(
             "x", {"history": "h", "fact": "f", "candidate": "c"})
+
+
+def test_a_template_read_at_a_git_revision_has_the_working_tree_s_limits(tmp_path):
+    """A template committed as bytes that are not UTF-8 made `render demo@HEAD` end in an internal error (exit
+    70), and one of 3 MB was read although a template file over 1 MB is refused; a spec at a revision likewise."""
+    import subprocess
+
+    from conftest import cli
+    from e2e_helpers import make_project
+
+    root = make_project(tmp_path, "http://127.0.0.1:9/v1", n=3)
+    spec = root / "specs" / "demo.yaml"
+    spec.write_text(spec.read_text().replace("scoring:\n", "prompt: {template: templates/t.j2}\nscoring:\n", 1))
+    template = root / "specs" / "templates" / "t.j2"
+    template.parent.mkdir()
+    git = ["git", "-c", "user.email=a@b", "-c", "user.name=t"]
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    for name, body in (("latin1", b"{{ candidate }}\ncaf\xe9\n"), ("big", b"{{ candidate }}\n" + b"x" * (3 << 20))):
+        template.write_bytes(body)
+        subprocess.run(git + ["add", "-A"], cwd=root, check=True)
+        subprocess.run(git + ["commit", "-qm", name], cwd=root, check=True)
+        template.write_text("{{ candidate }}\n")  # the working tree's copy is fine
+        assert cli("render", "demo", cwd=root).code == 0
+        res = cli("render", "demo@HEAD", cwd=root)
+        assert res.code == 2 and "t.j2" in res.err and "Traceback" not in res.err, (name, res.err)
+        assert ("not UTF-8" if name == "latin1" else "too large") in res.err, (name, res.err)
+    spec.write_bytes(spec.read_bytes() + b"# caf\xe9\n")
+    subprocess.run(git + ["commit", "-qam", "spec"], cwd=root, check=True)
+    res = cli("validate", "demo@HEAD", cwd=root)
+    assert res.code == 2 and "not UTF-8" in res.err and "Traceback" not in res.err, res.err

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from geval_spec.errors import Problem, RefError, SpecError
-from geval_spec.files import OutsideProject, ReadError, confine, read_text
+from geval_spec.files import OutsideProject, ReadError, confine, decode_text, read_text
 
 RUN_ID = re.compile(r"^run_[0-9a-z]{6,40}$")
 _VERSION_REF = re.compile(r"^v([0-9]+)$")
@@ -73,7 +73,7 @@ class SpecSource:
             if mode == "120000":
                 raise OutsideProject(f"{what} {rel_path!r} is a symbolic link at {self.rev[:7]}; files read from "
                                      "a git revision may not be links")
-            text = git_show(self.root, self.rev, target)
+            text = git_show(self.root, self.rev, target, what, MAX_TEMPLATE_BYTES)
             if text is None:
                 raise FileNotFoundError(target)
             return f"{target}@{self.rev[:7]}", text
@@ -176,8 +176,8 @@ class Project:
         for path in self.spec_files():
             try:
                 text = read_text(path, "spec file", max_bytes=MAX_SPEC_BYTES)
-            except ReadError:
-                continue
+            except ReadError:  # named by its file: loading it says what is wrong ("no spec named" said nothing)
+                text = ""
             m = _NAME_LINE.search(text)
             name = m.group(1) if m else path.stem
             found.setdefault(name, []).append(path)
@@ -246,7 +246,10 @@ class Project:
             listing = git(self.root, "ls-tree", "--name-only", rev, "specs/")
             for rel in (listing or "").splitlines():
                 if rel.endswith((".yaml", ".yml")) and ".lock." not in rel:
-                    text = git_show(self.root, rev, rel) or ""
+                    try:
+                        text = git_show(self.root, rev, rel) or ""
+                    except ReadError:  # not a spec file: not this spec
+                        continue
                     m = _NAME_LINE.search(text)
                     if m and m.group(1) == name:
                         return rel
@@ -262,7 +265,10 @@ class Project:
             log = git(self.root, "log", "--format=%H", "--follow", "--", rel) or ""
             for commit in log.split():
                 for candidate in self._paths_at(commit, rel):
-                    text = git_show(self.root, commit, candidate)
+                    try:
+                        text = git_show(self.root, commit, candidate)
+                    except ReadError:  # this commit's file cannot be the spec
+                        continue
                     if text is None:
                         continue
                     vm, nm = _VERSION_LINE.search(text), _NAME_LINE.search(text)
@@ -276,7 +282,10 @@ class Project:
             raise RefError(problems=[Problem(f"{ref!r}: {rev!r} is not a git revision here")])
         commit = found.strip()
         rel = self._rel_path_for(name, commit)
-        text = git_show(self.root, commit, rel)
+        try:
+            text = git_show(self.root, commit, rel, "spec file")
+        except ReadError as exc:
+            raise RefError(problems=[Problem(f"{ref!r}: {rel} at {rev}: {exc}")]) from None
         if text is None:
             raise RefError(problems=[Problem(f"{ref!r}: {rel} does not exist at {rev}")])
         return SpecSource(display=f"{rel}@{commit[:7]}", text=text, root=self.root, rel=rel, rev=commit)
@@ -299,13 +308,26 @@ def _line_of_name(path: Path) -> int | None:
 
 
 def git(root: Path, *args: str) -> str | None:
+    """What a git command printed (bytes that are not UTF-8 as U+FFFD), or None when it failed."""
     try:
-        out = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=30)
+        out = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, errors="replace",
+                             timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return out.stdout if out.returncode == 0 else None
 
 
-def git_show(root: Path, rev: str, rel: str) -> str | None:
-    """The text of ``rel`` (relative to ``root``, which may be a folder inside the repository) at ``rev``."""
-    return git(root, "show", f"{rev}:./{rel}")
+def git_show(root: Path, rev: str, rel: str, what: str = "file", max_bytes: int = MAX_SPEC_BYTES) -> str | None:
+    """The text of ``rel`` (relative to ``root``, which may be a folder inside the repository) at ``rev``; None when
+    it does not exist there. ReadError when it is larger than ``max_bytes`` or not UTF-8, as for a file of the
+    working tree (a template at a revision that was not UTF-8 ended in an internal error, exit 70)."""
+    try:
+        out = subprocess.run(["git", "-C", str(root), "show", f"{rev}:./{rel}"], capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None
+    if len(out.stdout) > max_bytes:
+        raise ReadError(f"{what} is too large: {len(out.stdout):,} bytes at {rev[:7]}, more than the limit of "
+                        f"{max_bytes:,} bytes (a fixed limit)")
+    return decode_text(out.stdout, what)

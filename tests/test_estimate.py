@@ -295,3 +295,22 @@ def test_the_estimate_block_is_in_the_analysis_fingerprint_only() -> None:
     assert changed[0] == base[0] and changed[1] != base[1]
     without = fps(src.text[:src.text.index("estimate:")])
     assert without[0] == base[0] and without[1] != base[1]
+
+
+def test_label_sample_cells_a_spreadsheet_would_run_are_text(tmp_path: Path) -> None:
+    """Case texts come from anyone's data; a cell like =HYPERLINK(...) ran as a formula where the labeller opened
+    the CSV. Numbers stay numbers; the documented way back takes the ' off the ids."""
+    from geval_spec.output.labelsample import _inert
+
+    for cell, shown in (("=HYPERLINK(\"http://x\")", "'=HYPERLINK(\"http://x\")"), ("@SUM(A1)", "'@SUM(A1)"),
+                        ("+cmd|' /C calc'!A0", "'+cmd|' /C calc'!A0"), ("-2+3", "'-2+3"), ("\tx", "'\tx"),
+                        ("-3", "-3"), ("+1.5e3", "+1.5e3"), ("-.5", "-.5"), ("plain", "plain"), ("", ""),
+                        (3.0, 3.0), (None, None)):
+        assert _inert(cell) == shown, cell
+    write_project(tmp_path, _rows([None] * 4), FAST)
+    data = tmp_path / "specs" / "data" / "p.jsonl"
+    lines = [json.loads(line) for line in data.read_text().splitlines()]
+    lines[0]["id"], lines[0]["src"] = "=1+1", "@SUM(A1:A9)"
+    data.write_text("".join(json.dumps(row) + "\n" for row in lines))
+    rows = _sample(tmp_path, "--n", "4")
+    assert {r["id"] for r in rows} >= {"'=1+1"} and any(r["source"] == "'@SUM(A1:A9)" for r in rows)

@@ -276,3 +276,21 @@ def test_a_data_line_is_read_as_json_loads_reads_it(obj, before, after, ascii, c
         text = '{"a": ' + "[" * 3000 + "]" * 3000 + "}"
     for candidate in (text, text[:cut] + text[cut + 1:], text.replace('"', "\\ud800\"", 1)):
         assert _decoded(candidate) == _decoded_by_json_loads(candidate)
+
+
+def test_a_csv_value_may_be_as_long_as_a_line(tmp_path, monkeypatch):
+    """Python's csv refused a field over 128 KiB ("field larger than field limit (131072)", at the line where the
+    limit was crossed); a value may be as long as GEVAL_MAX_LINE_BYTES, and a longer one is named by the line its
+    record starts on."""
+    from geval_spec.dataset.readers import read_csv
+    from geval_spec.files import ReadError
+
+    path = tmp_path / "d.csv"
+    long = "word " * 60_000  # 300 KB
+    path.write_text(f'id,text\na,"short"\nb,"{long}\n{long}"\nc,x\n', encoding="utf-8")
+    records = read_csv(path)
+    assert [r["id"] for r in records.rows] == ["a", "b", "c"] and len(records.rows[1]["text"]) == 2 * len(long) + 1
+    monkeypatch.setenv("GEVAL_MAX_LINE_BYTES", "100K")
+    with pytest.raises(ReadError) as caught:
+        read_csv(path)
+    assert "record that starts on line 3" in str(caught.value) and caught.value.where == "line 3"

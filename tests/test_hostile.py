@@ -420,6 +420,14 @@ def _symlink(link: str, target: str | Callable[[Path, Path], Path]):
 
 
 OUTSIDE_CASES = [
+    # a generated-steps lock file that cannot be read is not "missing" (render said the steps were not generated)
+    Case("lock-links-to-etc-passwd", spec={"steps": "{generate: true}"},
+         setup=_symlink("specs/demo.lock.yaml", "/etc/passwd"), msg=(r"lock file", OUTSIDE), leak=("root:x:0:0",),
+         at=("specs/demo.yaml", "steps:")),
+    Case("lock-is-a-folder", spec={"steps": "{generate: true}"}, setup=lambda root, tmp: (
+        root / "specs" / "demo.lock.yaml").mkdir(), msg=(r"cannot read the lock file", r"demo\.lock\.yaml")),
+    Case("spec-nul-byte", files={"specs/demo.yaml": "name: demo\nversion: 1\ntask: a\x00b\n"},
+         msg=(r"cannot read YAML", r"#x0000"), at=("specs/demo.yaml", 3)),
     # .git/config holds a CI job's token (actions/checkout's extraheader): inside the project, never read
     Case("include-git-config", spec=T, files={**tpl("{{ candidate }}\n{% include '../../.git/config' %}\n"),
                                               ".git/config": f"[http]\n\textraheader = x {MARKER}\n"},
@@ -1202,6 +1210,9 @@ LOOSE_CASES = [
              "2.0: {description: b}}}", WHOLE, named="anchors"),
     Case("model-empty", argv=(*DRY, "--model", ""), msg=(EMPTY_MODEL,)),
     Case("model-blank", argv=(*DRY, "--model", "   "), msg=(EMPTY_MODEL,)),
+    *(Case(f"import-judge-{n}", argv=(*IMPORT, "judgments.jsonl", "--judge", label),
+           files={"judgments.jsonl": FIX / "imports" / "scores.jsonl"}, msg=(r"--judge is empty",))
+      for n, label in (("empty", ""), ("blank", "  \t"))),
     Case("language-code-unchecked", spec={"language": "{code: xx-YY}"},
          msg=(r"xx-YY", r"plugin|not (supported|checked)|no .*check|unknown"), at=("specs/demo.yaml", "language:")),
     Case("language-code-english", spec={"language": "{code: en-US}"},

@@ -230,6 +230,8 @@ def import_cmd(
     from geval_spec.runner.importer import import_judgments
     from geval_spec.spec.load import load_spec
 
+    if judge is not None and not judge.strip():
+        raise InputError(problems=[Problem("--judge is empty: give the label of the judge that made the judgments")])
     parsed = load_spec(project().resolve(ref))
     r = import_judgments(parsed, judgments, db_path(db), judge=judge, ref=ref)
     forms = ", ".join(f"{k} {v}" for k, v in sorted(r.forms.items()))

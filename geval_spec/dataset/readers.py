@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from geval_spec.files import (MAX_READ_BYTES, READ_LIMIT_VAR, ReadError, check_input, human_size, read_lines, read_text,
-                              size_limit)
+from geval_spec.files import (LINE_LIMIT_VAR, MAX_LINE_BYTES, MAX_READ_BYTES, READ_LIMIT_VAR, ReadError, check_input,
+                              human_size, read_lines, read_text, size_limit)
 from geval_spec.redact import SURROGATE, lone_surrogate
 
 FORMATS = {".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".parquet": "parquet"}
@@ -122,6 +122,8 @@ def stream_records(path: Path, fmt: str) -> tuple[str, Iterator[tuple[dict[str, 
 
 def read_csv(path: Path) -> Records:
     text = read_text(path, "data file")
+    cap = size_limit(LINE_LIMIT_VAR, MAX_LINE_BYTES)
+    csv.field_size_limit(cap)  # a field as long as a JSON line may be (Python's csv stopped at a fixed 128 KiB)
     reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     start = 1  # the line the current record starts on
     try:
@@ -146,6 +148,9 @@ def read_csv(path: Path) -> Records:
         if "unexpected end of data" in str(exc):
             raise ReadError(f"unterminated quote: the record that starts on line {start} opens a quoted value "
                             "that never closes", where=f"line {start}") from None
+        if "field larger than field limit" in str(exc):
+            raise ReadError(f"a value of the record that starts on line {start} is longer than {human_size(cap)} "
+                            f"(the limit of {LINE_LIMIT_VAR})", where=f"line {start}") from None
         raise ReadError(f"not valid CSV: {exc}", where=f"line {reader.line_num}") from None
     return Records(rows, tuple(header), "line", tuple(positions))
 

@@ -187,9 +187,12 @@ def load_spec(source: SpecSource) -> ParsedSpec:
         rel = f"{spec.name}.lock.yaml"
         try:
             display, text = source.read_relative(rel, "lock file")
-        except (OSError, ReadError):
+        except FileNotFoundError:
             warnings.append(doc.problem(("steps",), f"steps are not generated yet ({lock_rel(source.rel or '', spec.name)} "
                                                     "is missing); the first run writes them", severity="warning"))
+        except (OSError, ReadError) as exc:  # a link out of the project, a FIFO, a folder: not "missing"
+            where = lock_rel(source.rel or "", spec.name)
+            raise SpecError(problems=[doc.problem(("steps",), f"cannot read the lock file {where}: {exc}")]) from None
         else:
             lock = parse_lock(text, display)
             steps = lock.steps

@@ -324,6 +324,9 @@ def load_yaml(text: str, file: str) -> YamlDocument:
         if m is not None and hasattr(m, "line"):
             mark = Mark(m.line + 1, getattr(m, "column", 0) + 1)
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if mark is None and "\x00" in text:  # the reader names no place for a NUL byte
+            at = text.index("\x00")
+            mark = Mark(text.count("\n", 0, at) + 1, at - text.rfind("\n", 0, at))
         raise builder.fail(f"cannot read YAML: {reason}", mark) from None
     return YamlDocument(file=file, text=text, data=data, key_marks=builder.key_marks,
                         value_marks=builder.value_marks)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -440,7 +441,8 @@ def test_a_runs_sessions_leave_the_row_groups_they_appended_apart(tmp_path):
     """A run's sessions (the gate's) checkpoint without merging the row groups each appended: merging rewrote the
     tables' last row groups at every session, work and memory that grew with the store. After a memory-limit retry
     (a new connection) too; a session with the default merges them. Every session's allocator gives freed memory
-    back in the background (a run's RSS at 100,000 cases: 412-433 MB without, 373-389 MB with)."""
+    back in the background (a run's RSS at 100,000 cases: 412-433 MB without, 373-389 MB with), and a run's
+    sessions use one DuckDB thread (392-394 MB with two, 355-358 MB with one, the same CPU)."""
     def row_groups(db) -> int:
         con = duckdb.connect(str(db), read_only=True)
         try:
@@ -455,9 +457,11 @@ def test_a_runs_sessions_leave_the_row_groups_they_appended_apart(tmp_path):
             assert store.memory_limit != "4MB"  # (the transaction was done again on a new connection)
             assert store.con.execute("SELECT current_setting('max_vacuum_tasks')").fetchone()[0] == 0
             assert store.con.execute("SELECT current_setting('allocator_background_threads')").fetchone()[0] is True
+            assert store.con.execute("SELECT current_setting('threads')").fetchone()[0] == 1
     assert row_groups(db) == 4
     with Store(db) as store:
         store.write_responses([_big_body(8000)])
+        assert store.con.execute("SELECT current_setting('threads')").fetchone()[0] > 1 or os.cpu_count() == 1
     assert row_groups(db) < 4
 
 

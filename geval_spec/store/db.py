@@ -162,12 +162,14 @@ class Store(JudgmentTables, BatchTable, ShardTables):
         DuckDB's allocator frees given back in the background (else a run kept what its sessions freed: 412-433
         MB at 100,000 cases against 373-389 MB); for a run's sessions (``vacuum=False``), checkpoints that do not
         merge the row groups each session appended, which rewrote the tables' last row groups at every
-        checkpoint (BENCHMARKS.md, scale; a later default session merges them once)."""
+        checkpoint (BENCHMARKS.md, scale; a later default session merges them once), and one DuckDB thread (a
+        second held its own buffers: 355-358 against 392-394 MB at 100,000 cases, the same CPU)."""
         self.con.execute("SET allocator_background_threads = true")
         if memory_limit is not None:
             self.con.limit(memory_limit)
         if not self.vacuum:
             self.con.execute("SET max_vacuum_tasks = 0")
+            self.con.execute("SET threads = 1")
 
     @classmethod
     def open_existing(cls, path: Path, wait: float = DEFAULT_WAIT) -> "Store":

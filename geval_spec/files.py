@@ -256,7 +256,8 @@ def confine(base: Path, rel: str, root: Path, what: str = "file") -> Path:
     if not _within(real, root_real):
         raise OutsideProject(f"{what} {rel!r} is a symbolic link (or lies in a linked folder) that leads outside "
                              "the project; only files inside it may be read")
-    if ".git" in Path(os.path.relpath(real, root_real)).parts or ".git" in Path(joined).parts:
+    inside = (os.path.relpath(real, root_real), os.path.relpath(joined, os.path.abspath(root)))
+    if any(".git" in Path(p).parts for p in inside):
         raise OutsideProject(f"{what} {rel!r} is in a .git folder, which holds git's configuration (in CI, the job's "
                              "token); not allowed")
     return Path(joined)

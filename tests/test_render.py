@@ -216,3 +216,16 @@ def test_a_template_read_at_a_git_revision_has_the_working_tree_s_limits(tmp_pat
     subprocess.run(git + ["commit", "-qam", "spec"], cwd=root, check=True)
     res = cli("validate", "demo@HEAD", cwd=root)
     assert res.code == 2 and "not UTF-8" in res.err and "Traceback" not in res.err, res.err
+
+
+def test_the_git_folder_rule_looks_only_inside_the_project(tmp_path):
+    """Files under the project's .git are refused; a project that itself lies under a folder named .git is not."""
+    from geval_spec.files import OutsideProject, confine
+
+    root = tmp_path / ".git" / "p"
+    (root / "specs" / "templates").mkdir(parents=True)
+    (root / ".git").mkdir()
+    assert confine(root / "specs", "templates/t.j2", root) == root / "specs" / "templates" / "t.j2"
+    for rel in ("../.git/config", "templates/../../.git/HEAD", "./.git/x"):
+        with pytest.raises(OutsideProject):
+            confine(root / "specs" if rel.startswith("..") or rel.startswith("templates") else root, rel, root)

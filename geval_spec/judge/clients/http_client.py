@@ -21,8 +21,8 @@ from typing import Any, Iterator
 from geval_spec.errors import InputError, Problem
 from geval_spec.judge.clients.base import TransportError, completion_from_openai, rate_info, retry_after_seconds
 from geval_spec.judge.models import facts
-from geval_spec.redact import url_credentials
 from geval_spec.judge.types import Completion, JsonObject
+from geval_spec.redact import url_credentials
 from geval_spec.spec.fingerprint import canonical
 
 DEFAULT_BASE = "https://api.openai.com/v1"

@@ -321,6 +321,10 @@ def git_show(root: Path, rev: str, rel: str, what: str = "file", max_bytes: int 
     """The text of ``rel`` (relative to ``root``, which may be a folder inside the repository) at ``rev``; None when
     it does not exist there. ReadError when it is larger than ``max_bytes`` or not UTF-8, as for a file of the
     working tree (a template at a revision that was not UTF-8 ended in an internal error, exit 70)."""
+    size = (git(root, "cat-file", "-s", f"{rev}:./{rel}") or "").strip()  # before git prints it all
+    if size.isdigit() and int(size) > max_bytes:
+        raise ReadError(f"{what} is too large: {int(size):,} bytes at {rev[:7]}, more than the limit of "
+                        f"{max_bytes:,} bytes (a fixed limit)")
     try:
         out = subprocess.run(["git", "-C", str(root), "show", f"{rev}:./{rel}"], capture_output=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired):

@@ -70,30 +70,13 @@ def load(store: Store, project: Project, what: str, lean: bool = False) -> Loade
                   spec_file=parsed.source.display, resolved=parsed.resolved(), findings=store.findings(run.run_id))
 
 
-def partial(run: RunInfo, parsed: ParsedSpec) -> str | None:
-    """Why a run is not the spec's whole run, or None: a shard, ``--split`` (not ``all``), a ``--limit`` that cut
-    the cases, or ``--model`` in place of the spec's own judge. (An import is the spec's, whatever its label.)"""
-    s = run.settings
-    if s.shard is not None:
-        return f"shard {s.shard}"
-    if run.kind != "run":
-        return None
-    if s.split not in (None, "all"):
-        return f"--split {s.split}"
-    if s.limit is not None and s.cases >= s.limit:
-        return f"--limit {s.limit}"
-    if s.model is not None and parsed.spec.panel and run.labels != tuple(j.label for j in parsed.spec.panel):
-        return f"--model {s.model}"
-    return None
-
-
 def newest_run(store: Store, parsed: ParsedSpec, ref: str | None = None) -> RunInfo:
     """Newest completed run of this judging fingerprint on the current data that is the spec's whole run (see
-    :func:`partial`)."""
+    :meth:`RunInfo.partial`)."""
     dataset_sha = file_sha256(parsed.data_path)
     runs = store.find_runs(spec_name=parsed.name, judging_fp=parsed.judging_fp, status="completed")
     same_data = [r for r in runs if r.data_sha256 == dataset_sha]
-    parts = {r.run_id: partial(r, parsed) for r in same_data}
+    parts = {r.run_id: r.partial([j.label for j in parsed.spec.panel]) for r in same_data}
     whole = [r for r in same_data if parts[r.run_id] is None]
     if whole:
         return whole[0]

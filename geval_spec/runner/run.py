@@ -107,6 +107,7 @@ class RunResult:
     db: str = ""
     reasoning_tokens: int = 0
     cache_saved: float | None = None  # USD the provider's prompt cache saved (None: no price known)
+    unchanged: bool = False  # the run was finished before: nothing was judged or stored now
     dataset: Dataset | None = field(default=None, repr=False, compare=False)  # as read, for the gate (without
     # texts when the run judged cases: it did not hold them all)
 
@@ -323,7 +324,8 @@ def _start(store: Store, parsed: ParsedSpec, data_sha256: str, cases: list[Case]
                         [(j.label, j.model) for j in judges], ids)
     keys = case_keys(parsed, cases, judges)
     if store.finished(run_id):
-        return _summary(store, run_id, parsed.name, len(cases), Progress(), len(cases), options.db)
+        return replace(_summary(store, run_id, parsed.name, len(cases), Progress(), len(cases), options.db),
+                       unchanged=True)
     if options.replay is None:  # the clients' imports (litellm: seconds) while the run is created; not before
         for name in sorted({client_name(j.client, j.model) for j in judges}):  # a rerun that sends nothing
             warm_up(name)

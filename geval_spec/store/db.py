@@ -40,6 +40,7 @@ from geval_spec.store.schema import SCHEMA_VERSION, create_or_migrate, not_ours,
 from geval_spec.store.shards import ShardTables
 from geval_spec.store.sql import IN as _IN, ROWS as _ROWS, RUN_COLUMNS as _RUN_COLUMNS
 from geval_spec.store.sql import TRANSPORT_FAILED, duckdb_file, more_memory, out_of_memory
+from geval_spec.store.sql import Connection as _Connection
 from geval_spec.store.sql import columns as _columns, dumps as _dumps, loads as _loads
 
 DEFAULT_WAIT = 120.0  # seconds to wait for another process to let go of the file
@@ -72,43 +73,6 @@ def _duckdb() -> Any:
     import duckdb
 
     return duckdb
-
-
-class _Connection:
-    """The store's DuckDB connection. A statement outside a transaction that runs out of memory (a read on a store
-    grown past the session's limit: an answer lookup, the reuse of judgments) is run again with twice the limit,
-    as :meth:`Store.transaction` does for writes; the session keeps the larger limit."""
-
-    def __init__(self, raw: Any, store: "Store") -> None:
-        self.raw = raw
-        self.store = store
-        self.in_transaction = False  # BEGIN ... COMMIT through execute (the schema's migration)
-
-    def execute(self, sql: str, params: Any = None) -> Any:
-        word = sql.lstrip()[:8].upper()
-        if word.startswith("BEGIN"):
-            self.in_transaction = True
-        elif word.startswith(("COMMIT", "ROLLBACK")):
-            self.in_transaction = False
-        while True:
-            try:
-                return self.raw.execute(sql) if params is None else self.raw.execute(sql, params)
-            except Exception as exc:
-                limit = self.store.memory_limit
-                if limit is None or self.in_transaction or not out_of_memory(exc):
-                    raise
-                self.limit(more_memory(limit, exc))
-
-    def limit(self, memory: str) -> None:
-        """DuckDB's memory limit for the rest of the session (the store's ``memory_limit``)."""
-        self.store.memory_limit = memory
-        self.raw.execute(f"SET memory_limit = '{memory}'")
-
-    def cursor(self) -> Any:
-        return self.raw.cursor()
-
-    def close(self) -> None:
-        self.raw.close()
 
 
 def _connect(path: Path, wait: float, read_only: bool = False) -> Any:
@@ -317,6 +281,7 @@ class Store(JudgmentTables, BatchTable, ShardTables):
                 _dumps([j.to_json() for j in info.judges]), info.method, info.data_path, info.data_sha256,
                 info.tool_version, info.git_commit, _dumps(info.settings.to_json()), info.source_file,
                 info.source_sha256, info.started_at or now(), info.ended_at, info.status, info.error, os.getpid()])
+            c.execute("DELETE FROM meta WHERE key = ?", [f"gate:{info.run_id}"])  # a gate of an earlier run of the id
             self.insert(c, "run_cases", [
                 (info.run_id, case.id, case.row - 1, case.group, case.system, case.category, _dumps(list(case.human)),
                  (splits or {}).get(case.id), (case_keys or {}).get(case.id))
@@ -363,15 +328,17 @@ class Store(JudgmentTables, BatchTable, ShardTables):
         def work(c: Any) -> None:
             for table in ("runs", "run_cases", "run_requests", "judgments", "verdicts", "findings"):
                 c.execute(f"UPDATE {table} SET run_id = ? WHERE run_id = ?", [aside, run_id])
+            c.execute("DELETE FROM meta WHERE key = ?", [f"gate:{run_id}"])  # (the run is judged again)
 
         self.transaction(work)
         return aside
 
     def delete_run(self, run_id: str) -> None:
-        """Drop a run's own rows (answers are shared by hash and kept)."""
+        """Drop a run's own rows (answers are shared by hash and kept), and its saved gate."""
         def work(c: Any) -> None:
             for table in ("runs", "run_cases", "run_requests", "judgments", "verdicts", "findings"):
                 c.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id])
+            c.execute("DELETE FROM meta WHERE key = ?", [f"gate:{run_id}"])
 
         self.transaction(work)
 

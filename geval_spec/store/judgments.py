@@ -58,6 +58,21 @@ class JudgmentTables:
         else:  # added to a run: a case is judged once per run, so a key rarely refuses a row
             self.insert_new(work)
 
+    def saved_gate(self, run_id: str, key: str) -> str | None:
+        """The gate saved for a run by :meth:`save_gate` under the same ``key`` (the code that judged it), or None."""
+        row = self.con.execute("SELECT value FROM meta WHERE key = ?", [f"gate:{run_id}"]).fetchone()
+        if row is None:
+            return None
+        saved = loads(row[0])
+        return saved.get("gate") if isinstance(saved, dict) and saved.get("key") == key else None
+
+    def save_gate(self, run_id: str, key: str, gate: str) -> None:
+        """Keep a run's gate (its JSON) for an unchanged rerun, which then neither reads the judgments nor
+        computes it again; ``key`` names the code that judged it. A run's judgments change only while it is
+        not finished, and a rerun that judges anything saves the gate again."""
+        self.con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                         [f"gate:{run_id}", dumps({"key": key, "gate": gate})])
+
     def reuse_judgments(self, run_id: str, judges: Sequence[str], case_keys: Mapping[str, str]) -> set[str]:
         """Copy into ``run_id`` the newest stored judgments with the same case keys and judges; the cases copied.
 

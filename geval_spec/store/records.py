@@ -113,6 +113,23 @@ class RunInfo:
     def labels(self) -> tuple[str, ...]:
         return tuple(j.label for j in self.judges)
 
+    def partial(self, spec_labels: Sequence[str]) -> str | None:
+        """Why this run is not its spec's whole run, or None: a shard, ``--split`` (not ``all``), a ``--limit``
+        that cut the cases, or ``--model`` in place of the spec's own judges (``spec_labels``; none: the spec
+        leaves the judge to ``--model``). An import is the spec's, whatever its label."""
+        s = self.settings
+        if s.shard is not None:
+            return f"shard {s.shard}"
+        if self.kind != "run":
+            return None
+        if s.split not in (None, "all"):
+            return f"--split {s.split}"
+        if s.limit is not None and s.cases >= s.limit:
+            return f"--limit {s.limit}"
+        if s.model is not None and spec_labels and self.labels != tuple(spec_labels):
+            return f"--model {s.model}"
+        return None
+
 
 @dataclass(frozen=True)
 class ResponseRecord:

@@ -81,3 +81,40 @@ def more_memory(limit: str, exc: BaseException) -> str:
     if found is None or number * _UNIT[found.group(2).upper()] > _MEMORY_CEILING:
         raise exc
     return f"{number:g}{found.group(2)}"
+
+
+class Connection:
+    """The store's DuckDB connection. A statement outside a transaction that runs out of memory (a read on a store
+    grown past the session's limit: an answer lookup, the reuse of judgments) is run again with twice the limit,
+    as :meth:`~geval_spec.store.db.Store.transaction` does for writes; the session keeps the larger limit."""
+
+    def __init__(self, raw: Any, store: Any) -> None:  # (store: the Store whose memory_limit it keeps)
+        self.raw = raw
+        self.store = store
+        self.in_transaction = False  # BEGIN ... COMMIT through execute (the schema's migration)
+
+    def execute(self, sql: str, params: Any = None) -> Any:
+        word = sql.lstrip()[:8].upper()
+        if word.startswith("BEGIN"):
+            self.in_transaction = True
+        elif word.startswith(("COMMIT", "ROLLBACK")):
+            self.in_transaction = False
+        while True:
+            try:
+                return self.raw.execute(sql) if params is None else self.raw.execute(sql, params)
+            except Exception as exc:
+                limit = self.store.memory_limit
+                if limit is None or self.in_transaction or not out_of_memory(exc):
+                    raise
+                self.limit(more_memory(limit, exc))
+
+    def limit(self, memory: str) -> None:
+        """DuckDB's memory limit for the rest of the session (the store's ``memory_limit``)."""
+        self.store.memory_limit = memory
+        self.raw.execute(f"SET memory_limit = '{memory}'")
+
+    def cursor(self) -> Any:
+        return self.raw.cursor()
+
+    def close(self) -> None:
+        self.raw.close()

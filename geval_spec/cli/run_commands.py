@@ -184,7 +184,9 @@ def _run(ref: str, options: RunOptions, junit: Path | None) -> int:
         return EXIT_OK
     split = options.split
     gate: Any = None
-    with Store(options.db) as store:
+    # (vacuum=False, as the run's own sessions: the gate saved below makes this session checkpoint, which by
+    # default merged every row group the run appended: 826 against 358 MB of RSS at 100,000 cases, a 365 MB file)
+    with Store(options.db, vacuum=False) as store:
         info = store.get_run(result.run_id)
         part = info.partial([j.label for j in parsed.spec.panel]) if info is not None else None
         # an unchanged rerun reads the gate its run saved, judged by the same code: it neither loads NumPy nor the

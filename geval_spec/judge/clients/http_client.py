@@ -201,11 +201,7 @@ async def _read_text(resp: Any) -> str:
         if size > MAX_ANSWER_BYTES:
             raise TransportError("malformed", f"the answer is larger than {MAX_ANSWER_BYTES >> 20} MB")
         chunks.append(chunk)
-    data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        return data.decode("utf-8", errors="replace")
+    return (chunks[0] if len(chunks) == 1 else b"".join(chunks)).decode("utf-8", errors="replace")
 
 
 def _error_message(text: str) -> str:

@@ -115,6 +115,22 @@ def test_negative_scale_sign_token_chain_rule_merged_continuation():
     assert j.valid and j.distribution[10] == pytest.approx(0.45) and j.distribution[1] == pytest.approx(0.45)
 
 
+def test_an_alternative_is_read_with_the_characters_before_the_score_at_its_own_position():
+    """':3' stands for 3 where the chosen token is ':4' (the score follows a ':'), for no score where the chosen
+    token is '4'. What an alternative stands for is kept between answers: the first reading must not leak into the
+    second, in either order."""
+    colon = [tok('{"reasoning": "r", "errors": [], "score"'), tok(":4", 0.8, (":3", 0.2)), tok("}")]
+    plain = [tok(HEAD), tok("4", 0.8, (":3", 0.2)), tok("}")]
+    for first, second in ((colon, plain), (plain, colon)):
+        judged(first, range(1, 6))
+        j = judged(second, range(1, 6))
+        assert j.valid
+        if second is colon:
+            assert j.distribution[3] == pytest.approx(0.2) and j.valid_mass == pytest.approx(1.0)
+        else:
+            assert j.distribution[3] == 0.0 and j.valid_mass == pytest.approx(0.8)
+
+
 # -- 3. expected_score's keys ---------------------------------------------------------------------
 def test_expected_score_raw_token_keys_add_up():
     """' 4' and '4' are the same score: their probabilities add (the later key used to replace the earlier)."""

@@ -37,6 +37,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any, Iterable, Mapping, Sequence
 
 from geval_spec.judge.outputs import PREFERENCE, as_int_score, parse_preference, parse_score_output, parse_verdicts
@@ -137,6 +138,17 @@ def _alternatives(tok: TokenLogprob) -> list[tuple[str, float]]:
     return tops
 
 
+@lru_cache(maxsize=64)
+def _scale(scores: tuple[int, ...]) -> tuple[dict[str, int], frozenset[str]]:
+    """A scale's scores by their text, and every text a longer score of the scale begins with ('' and '-' too)."""
+    strings = {str(s): s for s in scores}
+    return strings, frozenset(text[:i] for text in strings for i in range(len(text)))
+
+
+_PIECES: dict[tuple[str, str | None], tuple[str, bool] | None] = {}  # (token, prefix at the first position) ->
+_PIECES_KEPT = 4096                                                   # what _Reader._piece read in it
+
+
 class _Reader:
     """Walks the chosen tokens of a score along the chain rule, spreading probability over the scale's scores.
 
@@ -157,19 +169,32 @@ class _Reader:
         self.path = path
         self.prefix = prefix.strip()  # what the first token holds before the score (' ', ':', ...)
         self.closed = closed  # the last token of the score holds more characters after it
-        self.strings = {str(s): s for s in scores}
+        self.strings, self.starts = _scale(tuple(scores))
         self.probs: dict[int, float] = {s: 0.0 for s in scores}
         self.ambiguous = 0.0
 
     def _extends(self, piece: str) -> bool:
-        return any(s != piece and s.startswith(piece) for s in self.strings)
+        """Whether some score of the scale begins with ``piece`` and is longer."""
+        return piece in self.starts
 
     def _add(self, full: str, p: float) -> None:
         if full in self.strings:
             self.probs[self.strings[full]] += p
 
     def _piece(self, token: str, first: bool) -> tuple[str, bool] | None:
-        """(score characters, closed) an alternative stands for; None when it stands for none."""
+        """(score characters, closed) an alternative stands for; None when it stands for none (kept per token:
+        the same few tokens stand at the score's position of every answer)."""
+        key = (token, self.prefix if first else None)
+        try:
+            return _PIECES[key]
+        except KeyError:
+            pass
+        if len(_PIECES) >= _PIECES_KEPT:  # a server's tokens are not a bounded set
+            _PIECES.clear()
+        found = _PIECES[key] = self._read_piece(token, first)
+        return found
+
+    def _read_piece(self, token: str, first: bool) -> tuple[str, bool] | None:
         t = token
         if first:
             t = t.lstrip()

@@ -214,8 +214,8 @@ def unseen_escaped(text: str) -> str:
 def lone_surrogate(text: str | None, value: Any) -> bool:
     """Whether ``value`` (decoded from the JSON ``text``; None: not known) holds a string or key with a lone
     surrogate. With ``text``, only a text that has a ``\\ud`` escape is looked through."""
-    if text is not None and "\\ud" not in text and "\\uD" not in text:
-        return False
+    if text is not None and ("\\u" not in text or ("\\ud" not in text and "\\uD" not in text)):
+        return False  # (most bodies have no \u escape at all: one search of the text then)
     stack = [value]
     while stack:
         item = stack.pop()

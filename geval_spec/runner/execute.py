@@ -65,8 +65,13 @@ class Progress:
     cases_done: int = 0  # cases judged (or reused)
     cache_saved: float = 0.0  # USD the provider's prompt cache saved
     started: float = field(default_factory=time.monotonic)
-    pace: tuple[PaceState, ...] = ()  # each judge model's pace, as of the last answer
+    paces: Callable[[], tuple[PaceState, ...]] | None = None  # the executor's (each judge model's pace)
     _seconds: dict[int, tuple[int, int]] = field(default_factory=dict)  # second -> (answers, rate tokens)
+
+    @property
+    def pace(self) -> tuple[PaceState, ...]:
+        """Each judge model's pace now (read when progress is shown, not at every answer)."""
+        return self.paces() if self.paces is not None else ()
 
     @property
     def rate(self) -> float:
@@ -251,6 +256,7 @@ class Executor:
         self.sink = sink
         self.settings = settings
         self.progress = progress
+        progress.paces = route.pace
         self.on_progress = on_progress or (lambda p: None)
         self.check = check
         self.budget = RetryBudget(settings.retry_budget)
@@ -376,7 +382,6 @@ class Executor:
                 finally:
                     self.progress.in_flight -= 1
                 on_outcome(outcome)
-                self.progress.pace = self.route.pace()
                 self.on_progress(self.progress)
 
         producer = asyncio.ensure_future(produce())

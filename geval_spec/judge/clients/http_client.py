@@ -14,9 +14,8 @@ import asyncio
 import json
 import os
 import time
-from contextlib import contextmanager
 from functools import lru_cache
-from typing import Any, Iterator
+from typing import Any
 
 from geval_spec.errors import InputError, Problem
 from geval_spec.judge.clients.base import TransportError, completion_from_openai, rate_info, retry_after_seconds
@@ -91,24 +90,33 @@ def _model_end(model: str, wire: str, after: dict[str, Any]) -> tuple[str, str]:
     return '"model":' + canonical(model) + end, '"model":' + canonical(wire) + end
 
 
-@contextmanager
-def aiohttp_failures(api_base: str | None, timeout: float, waiting_for: str = "") -> Iterator[None]:
-    """aiohttp's timeouts and connection failures as the TransportErrors the runner retries.
+class aiohttp_failures:
+    """aiohttp's timeouts and connection failures as the TransportErrors the runner retries (a context manager).
 
     ``waiting_for`` names what did not answer in the timeout's message. A TransportError raised inside (an
-    HTTP error) passes through; messages are redacted by TransportError itself.
+    HTTP error) passes through; messages are redacted by TransportError itself. (A class rather than a
+    generator: it is entered once per request.)
     """
-    import aiohttp
 
-    try:
-        yield
-    except asyncio.TimeoutError:
-        what = f" from {waiting_for}" if waiting_for else ""
-        raise TransportError("timeout", f"no answer{what} within {timeout:g} s") from None
-    except aiohttp.ClientConnectorError as exc:
-        raise TransportError("connection", f"cannot connect to {api_base}: {exc.os_error or exc}") from None
-    except (aiohttp.ClientError, OSError) as exc:
-        raise TransportError("connection", f"{type(exc).__name__}: {exc}") from None
+    def __init__(self, api_base: str | None, timeout: float, waiting_for: str = "") -> None:
+        self.api_base, self.timeout, self.waiting_for = api_base, timeout, waiting_for
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        if exc is None:
+            return
+        import aiohttp
+
+        if isinstance(exc, asyncio.TimeoutError):
+            what = f" from {self.waiting_for}" if self.waiting_for else ""
+            raise TransportError("timeout", f"no answer{what} within {self.timeout:g} s") from None
+        if isinstance(exc, aiohttp.ClientConnectorError):
+            raise TransportError("connection", f"cannot connect to {self.api_base}: {exc.os_error or exc}") from None
+        if isinstance(exc, (aiohttp.ClientError, OSError)):
+            raise TransportError("connection", f"{type(exc).__name__}: {exc}") from None
+
 
 class HttpClient:
     name = "openai-http"

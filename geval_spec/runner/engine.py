@@ -85,15 +85,13 @@ class Engine:
     """Sends one run's requests and turns completed cases into stored judgments."""
 
     def __init__(self, parsed: ParsedSpec, judges: Sequence[Judge], run_id: str, gate: StoreGate,
-                 journal: Journal, routes: Routes, settings: Settings, case_keys: Mapping[str, str],
-                 reuse_answers: bool, check: Check | None, on_progress: Callable[[Progress], None] | None,
+                 journal: Journal, routes: Routes, settings: Settings, reuse_answers: bool, check: Check | None, on_progress: Callable[[Progress], None] | None,
                  say: Callable[[str], None], progress: Progress) -> None:
         self.parsed = parsed
         self.judges = judges
         self.run_id = run_id
         self.gate = gate
         self.journal = journal
-        self.case_keys = case_keys
         self.reuse_answers = reuse_answers
         self.say = say
         self.progress = progress
@@ -116,9 +114,8 @@ class Engine:
 
     def _flush_judgments(self) -> None:
         batch, self.judgments = self.judgments, []
-        if batch:
-            keys = {j.case_id: self.case_keys[j.case_id] for j in batch if j.case_id in self.case_keys}
-            self.gate.add_judgments(self.run_id, batch, keys)
+        if batch:  # (their case keys are the run's cases', stored with them: the store fills them in)
+            self.gate.add_judgments(self.run_id, batch)
 
     def _register(self, requests: Sequence[Request], start: int, findings: Findings) -> None:
         """Journal a chunk's requests, then queue them (with the chunk's findings) for the gate's next session.

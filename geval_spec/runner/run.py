@@ -304,10 +304,11 @@ class _TextFree:
 
 @dataclass(frozen=True)
 class _Started:
-    """A run created in the store, its journal locked, with the cases whose judgments were reused."""
+    """A run created in the store, its journal locked, with the cases whose judgments were reused. (The cases'
+    reuse keys are stored with the run's cases, where its judgments take them: a run does not hold them, 26 MB
+    at 100,000 cases.)"""
 
     run_id: str
-    keys: dict[str, str]
     journal: Journal
     reused: frozenset[str]
     answers_exist: bool
@@ -354,15 +355,14 @@ def _start(store: Store, parsed: ParsedSpec, data_sha256: str, cases: list[Case]
     except BaseException:
         journal.close()  # the file stays, empty: whoever opens the store next removes it
         raise
-    return _Started(run_id, keys, journal, frozenset(reused), answers_exist)
+    return _Started(run_id, journal, frozenset(reused), answers_exist)
 
 
 def _judge(parsed: ParsedSpec, cases: list[Case], n_cases: int, judges: tuple[Judge, ...], options: RunOptions,
            started: _Started, let_go: Callable[[list[Case]], None], on_progress: OnProgress | None,
            say: Say) -> RunResult:
     """Stream ``cases`` (those of the run's ``n_cases`` not reused) through the engine, and finish the run."""
-    run_id, keys, journal, reused, answers_exist = (started.run_id, started.keys, started.journal, started.reused,
-                                                    started.answers_exist)
+    run_id, journal, reused, answers_exist = started.run_id, started.journal, started.reused, started.answers_exist
     progress = Progress(cases=n_cases, cases_done=len(reused))
     routes = Routes(judges, options.concurrency, options.replay, options.backoff,
                     LimitOverride(options.rpm, options.tpm))
@@ -374,7 +374,7 @@ def _judge(parsed: ParsedSpec, cases: list[Case], n_cases: int, judges: tuple[Ju
                         if options.retry_budget is not None else max(20, len(cases)),
                         max_cost=options.max_cost)
     gate = StoreGate(options.db)
-    engine = Engine(parsed, judges, run_id, gate, journal, routes, settings, keys, answers_exist,
+    engine = Engine(parsed, judges, run_id, gate, journal, routes, settings, answers_exist,
                     logprobs_check(parsed.spec), on_progress, say, progress)
     status: RunStatus = "failed"
     error = None

@@ -80,7 +80,7 @@ class StoreGate:
         self._ops: deque[tuple[Operation, Future[Any] | None]] = deque()
         self._planned: list[tuple[str, Planned, Mapping[str, Sequence[Finding]]]] = []  # run id, requests, findings
         self._responses: list[ResponseRecord] = []
-        self._judgments: dict[str, tuple[list[Judgment], dict[str, str]]] = {}  # run id -> judgments, case keys
+        self._judgments: dict[str, list[Judgment]] = {}  # run id -> judgments
         self._cond = threading.Condition()
         self._urgent = False
         self._closing = False
@@ -104,13 +104,12 @@ class StoreGate:
             self._planned.append((run_id, planned, findings))
             self._cond.notify()
 
-    def add_judgments(self, run_id: str, judgments: list[Judgment], case_keys: dict[str, str]) -> None:
-        """Queue judgments of a run (appended to what it has), with the cases' reuse keys."""
+    def add_judgments(self, run_id: str, judgments: list[Judgment]) -> None:
+        """Queue judgments of a run (appended to what it has); each takes its case's reuse key from the run's
+        cases in the store."""
         self._raise_if_failed()
         with self._cond:
-            queued, keys = self._judgments.setdefault(run_id, ([], {}))
-            queued.extend(judgments)
-            keys.update(case_keys)
+            self._judgments.setdefault(run_id, []).extend(judgments)
             self._cond.notify()
 
     def put(self, op: Operation) -> None:
@@ -182,7 +181,7 @@ class StoreGate:
         return bool(self._ops or self._planned or self._responses or self._judgments)
 
     def _run(self, planned: list[tuple[str, Planned, Mapping[str, Sequence[Finding]]]],
-             responses: list[ResponseRecord], judgments: dict[str, tuple[list[Judgment], dict[str, str]]],
+             responses: list[ResponseRecord], judgments: dict[str, list[Judgment]],
              batch: list[tuple[Operation, Future[Any] | None]]) -> None:
         if self._error is not None:  # after a failed session nothing more is written: its planned requests and
             self._fail(batch)        # their findings are lost to this run (the journal keeps the requests and the
@@ -197,8 +196,8 @@ class StoreGate:
                     for run_id, findings in found.items():
                         store.save_findings(run_id, findings, replace_all=False)
                     store.write_responses(responses)
-                    for run_id, (queued, keys) in judgments.items():
-                        store.save_judgments(run_id, queued, keys, replace_all=False)
+                    for run_id, queued in judgments.items():
+                        store.save_judgments(run_id, queued, replace_all=False, keys_of_cases=True)
                     for op, future in batch:  # last: an operation sees everything queued before it
                         try:
                             result = op(store)

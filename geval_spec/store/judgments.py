@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from geval_spec.judge.types import NO_DETAILS, Details, Judgment, Verdict
 from geval_spec.plugins import Finding
-from geval_spec.store.sql import IN, TRANSPORT_FAILED, dumps, loads
+from geval_spec.store.sql import IN, KEY_OF_CASE, TRANSPORT_FAILED, dumps, loads
 
 
 class JudgmentTables:
@@ -22,7 +22,8 @@ class JudgmentTables:
     if TYPE_CHECKING:
         def transaction(self, work: Callable[[Any], None]) -> None: ...
 
-        def insert(self, cursor: Any, table: str, rows: Sequence[tuple[Any, ...]], ignore: bool = False) -> None: ...
+        def insert(self, cursor: Any, table: str, rows: Sequence[tuple[Any, ...]], ignore: bool = False,
+                   lists: bool = False, last: str | None = None) -> None: ...
 
         def insert_new(self, work: Callable[[Any, bool], None]) -> None: ...
 
@@ -42,15 +43,21 @@ class JudgmentTables:
         return rows, vrows
 
     def save_judgments(self, run_id: str, judgments: Sequence[Judgment],
-                       case_keys: Mapping[str, str] | None = None, replace_all: bool = True) -> None:
-        """Store judgments (all of the run's, replacing any before, unless ``replace_all`` is False)."""
+                       case_keys: Mapping[str, str] | None = None, replace_all: bool = True,
+                       keys_of_cases: bool = False) -> None:
+        """Store judgments (all of the run's, replacing any before, unless ``replace_all`` is False).
+
+        Each judgment's case key is ``case_keys``'s for its case, or with ``keys_of_cases`` the one stored with
+        the run's case (``run_cases.case_key``, which :meth:`create_run` wrote): a run then need not hold its
+        cases' keys while it runs."""
         rows, vrows = self._judgment_rows(run_id, judgments, case_keys)
+        last = KEY_OF_CASE if keys_of_cases else None
 
         def work(c: Any, ignore: bool = not replace_all) -> None:
             if replace_all:
                 c.execute("DELETE FROM judgments WHERE run_id = ?", [run_id])
                 c.execute("DELETE FROM verdicts WHERE run_id = ?", [run_id])
-            self.insert(c, "judgments", rows, ignore=ignore)
+            self.insert(c, "judgments", rows, ignore=ignore, last=last)
             self.insert(c, "verdicts", vrows, ignore=ignore)
 
         if replace_all:
@@ -82,8 +89,9 @@ class JudgmentTables:
         stored only once its case is complete, so one from a run stopped midway counts; one that failed in
         transport ("request failed") does not: its case is asked again.
         """
-        if not case_keys:
-            return set()
+        if not case_keys or not self.con.execute(f"SELECT EXISTS (SELECT 1 FROM judgments WHERE run_id <> ? AND "
+                                                 f"judge {IN})", [run_id, list(judges)]).fetchone()[0]:
+            return set()  # nothing to reuse (a store's first run of these judges): the cases' keys are not sent
         rows = self.con.execute(
             "SELECT case_key, judge, run_id FROM (SELECT j.case_key, j.judge, j.run_id, row_number() OVER "
             "(PARTITION BY j.case_key, j.judge ORDER BY r.started_at DESC, j.run_id DESC) AS k FROM judgments j "

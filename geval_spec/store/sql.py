@@ -11,6 +11,8 @@ IN = "IN (SELECT unnest(?::VARCHAR[]))"  # a parameter holding a list of strings
 TRANSPORT_FAILED = "NOT valid AND reason LIKE 'request failed:%'"  # judgments the next run asks for again
 
 ROWS = "_geval_rows"  # the name a chunk of rows is scanned by (Store.insert)
+# Store.insert's ``last`` for judgments: the case key stored with the run's case (rows' c0 run_id, c1 case_id)
+KEY_OF_CASE = "(SELECT k.case_key FROM run_cases k WHERE k.run_id = r.c0 AND k.case_id = r.c1)"
 _NUMPY_TYPES = {"DOUBLE": "float64", "BIGINT": "int64", "INTEGER": "int64", "BOOLEAN": "bool"}
 
 

@@ -20,7 +20,8 @@ process alone), warm as on a user's machine after a first run: Python's
 bytecode cache written (the script compiles geval-spec's modules first and
 drops PYTHONDONTWRITEBYTECODE, which some sandboxes set: then every run
 compiled geval-spec's own modules from source, about 0.25 s of CPU and of
-wall that the raw loop, whose aiohttp pip compiled at install, does not pay). The server (tests/openai_server.py) runs in its own process.
+wall that the raw loop, whose aiohttp pip compiled at install, does not pay).
+The server (tests/openai_server.py) runs in its own process.
 Targets (issue: 100,000 cases on one machine): CPU per judgment <= 3 x the raw
 loop's CPU per request; RSS at 100k <= 1.5 x RSS at 10k and <= 500 MB; rerun
 CPU <= 5% of the first run's with 0 requests sent; report <= 5 s at 10k and

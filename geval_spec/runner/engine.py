@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import signal
 from dataclasses import dataclass, field
-from typing import AsyncIterator, Callable, Mapping, Sequence, TypeVar
+from typing import AsyncIterator, Callable, Sequence, TypeVar
 
 from geval_spec.dataset.cases import Case
 from geval_spec.errors import EXIT_INTERRUPTED, CostCeiling, GevalError, JudgeError
@@ -85,8 +85,9 @@ class Engine:
     """Sends one run's requests and turns completed cases into stored judgments."""
 
     def __init__(self, parsed: ParsedSpec, judges: Sequence[Judge], run_id: str, gate: StoreGate,
-                 journal: Journal, routes: Routes, settings: Settings, reuse_answers: bool, check: Check | None, on_progress: Callable[[Progress], None] | None,
-                 say: Callable[[str], None], progress: Progress) -> None:
+                 journal: Journal, routes: Routes, settings: Settings, reuse_answers: bool, check: Check | None,
+                 on_progress: Callable[[Progress], None] | None, say: Callable[[str], None],
+                 progress: Progress) -> None:
         self.parsed = parsed
         self.judges = judges
         self.run_id = run_id

@@ -24,6 +24,7 @@ import os
 import sys
 import time
 from dataclasses import replace
+from itertools import islice
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -160,27 +161,27 @@ class Store(JudgmentTables, BatchTable, ShardTables):
             Store._TYPES[table] = [row[2] for row in self.con.execute(f"PRAGMA table_info('{table}')").fetchall()]
         return Store._TYPES[table]
 
-    def insert(self, cursor: Any, table: str, rows: Sequence[tuple[Any, ...]], ignore: bool = False,
+    def insert(self, cursor: Any, table: str, rows: Iterable[tuple[Any, ...]], ignore: bool = False,
                lists: bool = False, last: str | None = None) -> None:
         """Insert many rows, INSERT_CHUNK to a statement, as NumPy columns that DuckDB scans (:func:`.sql.columns`).
 
         List parameters (``unnest(?::VARCHAR[])``) cost DuckDB twice as much for response bodies, executemany 20x;
-        in chunks, as 100,000 cases in one statement took 160 MB on the way in (BENCHMARKS.md, scale). ``lists``:
-        as list parameters all the same, which need no NumPy (a run's creation, before its first request).
-        ``last``: SQL for the table's last column in place of the rows' (which is then ignored), over the rows'
-        columns ``r.c0``, ``r.c1``, ... (:data:`.sql.KEY_OF_CASE`)."""
-        if not rows:
-            return
+        in chunks, as 100,000 cases in one statement took 160 MB on the way in (BENCHMARKS.md, scale); ``rows``
+        may be a generator, whose rows are then made a chunk at a time. ``lists``: as list parameters all the
+        same, which need no NumPy (a run's creation, before its first request). ``last``: SQL for the table's
+        last column in place of the rows' (which is then ignored), over the rows' columns ``r.c0``, ``r.c1``, ...
+        (:data:`.sql.KEY_OF_CASE`)."""
         types = self._types(table)
         select = ", ".join(f"r.c{i}::{t}" if last is None or i < len(types) - 1 else f"{last}::{t}"
                            for i, t in enumerate(types))
         verb = "INSERT OR IGNORE INTO" if ignore else "INSERT INTO"
-        for start in range(0, len(rows), INSERT_CHUNK):
+        it = iter(rows)
+        while chunk := list(islice(it, INSERT_CHUNK)):
             if lists and last is None:
                 cursor.execute(f"{verb} {table} SELECT {', '.join(f'unnest(?::{t}[])' for t in types)}",
-                               [list(column) for column in zip(*rows[start:start + INSERT_CHUNK])])
+                               [list(column) for column in zip(*chunk)])
                 continue
-            cursor.register(_ROWS, _columns(rows[start:start + INSERT_CHUNK], types))
+            cursor.register(_ROWS, _columns(chunk, types))
             cursor.execute(f"{verb} {table} SELECT {select} FROM {_ROWS} r")  # a failure aborts the transaction,
             cursor.unregister(_ROWS)  # which then refuses even this; its cursor is closed with it
 
@@ -285,12 +286,10 @@ class Store(JudgmentTables, BatchTable, ShardTables):
                 info.tool_version, info.git_commit, _dumps(info.settings.to_json()), info.source_file,
                 info.source_sha256, info.started_at or now(), info.ended_at, info.status, info.error, os.getpid()])
             c.execute("DELETE FROM meta WHERE key = ?", [f"gate:{info.run_id}"])  # a gate of an earlier run of the id
-            lists = len(cases) <= LIST_ROWS and "numpy" not in sys.modules
-            for start in range(0, len(cases), INSERT_CHUNK):  # (the rows of a chunk at a time: 100,000 cases'
-                self.insert(c, "run_cases", [                   # all at once were 15-20 MB more at the peak)
-                    (info.run_id, case.id, case.row - 1, case.group, case.system, case.category,
-                     _dumps(list(case.human)), (splits or {}).get(case.id), (case_keys or {}).get(case.id))
-                    for case in cases[start:start + INSERT_CHUNK]], lists=lists)
+            self.insert(c, "run_cases", (  # a generator: 100,000 cases' rows made at once were 15-20 MB more
+                (info.run_id, case.id, case.row - 1, case.group, case.system, case.category, _dumps(list(case.human)),
+                 (splits or {}).get(case.id), (case_keys or {}).get(case.id))
+                for case in cases), lists=len(cases) <= LIST_ROWS and "numpy" not in sys.modules)
 
         self.transaction(work)
 

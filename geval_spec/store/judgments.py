@@ -7,7 +7,7 @@ transaction helpers); kept apart so each module stays one reading.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from geval_spec.judge.types import NO_DETAILS, Details, Judgment, Verdict
 from geval_spec.plugins import Finding
@@ -22,7 +22,7 @@ class JudgmentTables:
     if TYPE_CHECKING:
         def transaction(self, work: Callable[[Any], None]) -> None: ...
 
-        def insert(self, cursor: Any, table: str, rows: Sequence[tuple[Any, ...]], ignore: bool = False,
+        def insert(self, cursor: Any, table: str, rows: Iterable[tuple[Any, ...]], ignore: bool = False,
                    lists: bool = False, last: str | None = None) -> None: ...
 
         def insert_new(self, work: Callable[[Any, bool], None]) -> None: ...

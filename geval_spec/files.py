@@ -25,7 +25,7 @@ import re
 import stat
 import tempfile
 from pathlib import Path
-from typing import Iterator, Mapping
+from typing import Any, Iterator, Mapping
 
 from geval_spec.errors import InputError, Problem
 
@@ -53,6 +53,26 @@ class ReadError(Exception):
 
 class OutsideProject(ReadError):
     """A path that leads out of the folder it must stay in."""
+
+
+class KeyTwice(ValueError):
+    """A JSON object names one key twice (``json.loads`` would keep the last value silently)."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"key {key!r} is given twice in one object (which one is meant?)")
+        self.key = key
+
+
+def keys_once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``object_pairs_hook`` for ``json``: the object, or :class:`KeyTwice` when it names a key twice."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise KeyTwice(key)
+            seen.add(key)
+    return out
 
 
 def size_limit(var: str, default: int) -> int:

@@ -103,6 +103,26 @@ def test_unreadable_file_is_a_data_error(tmp_path):
         read_cases(load_spec(Project(tmp_path).resolve("d")))
 
 
+@pytest.mark.parametrize("fmt", ["jsonl", "json"])
+def test_a_key_given_twice_in_a_record_is_an_error_not_its_last_value(tmp_path, fmt):
+    """json.loads keeps the last of two values of a key silently: a record that names a key twice (at its top, or
+    in an object inside it) is refused at its line or record, as an import file's line is."""
+    write(tmp_path, fmt)
+    path = tmp_path / "specs" / f"data.{fmt}"
+    first = json.dumps(ROWS[0])
+    other = json.dumps(ROWS[1])
+    for record, key in ((first[:-1] + ', "meta": {"id": "x9", "doc": "g1"}}', "meta"),
+                        (first.replace('"id": "x1"', '"id": "x1", "id": "x7"'), "id")):
+        if fmt == "jsonl":
+            path.write_text(f"{other}\n{record}\n")
+            where = r"data.jsonl \(line 2\)"
+        else:
+            path.write_text(f"[{other},\n {record}]")
+            where = r"data.json \(the file\)"
+        with pytest.raises(DataError, match=rf"{where}: key '{key}' is given twice in one object"):
+            read_cases(load_spec(Project(tmp_path).resolve("d")))
+
+
 def test_hash_split_is_stable_across_machines():
     # the documented definition: SHA-256 of "<seed>:<key>", first 8 bytes big-endian / 2**64
     import hashlib
@@ -250,14 +270,17 @@ def _decoded(text: str) -> tuple[str, object]:
 
 
 def _decoded_by_json_loads(text: str) -> tuple[str, object]:
-    """The reading before the scanner's fast path: json.loads, and its words for an error."""
-    from geval_spec.files import ReadError
+    """The reading before the scanner's fast path: json.loads, and its words for an error (a key given twice in
+    one object is an error, not its last value)."""
+    from geval_spec.files import KeyTwice, ReadError, keys_once
     from geval_spec.redact import SURROGATE, lone_surrogate
 
     try:
-        value = json.loads(text)
+        value = json.loads(text, object_pairs_hook=keys_once)
     except RecursionError:
         return "error", str(ReadError("JSON nested too deeply", where="line 1"))
+    except KeyTwice as exc:
+        return "error", str(ReadError(str(exc), where="line 1"))
     except ValueError as exc:
         return "error", str(ReadError(f"not valid JSON: {getattr(exc, 'msg', str(exc))}", where="line 1"))
     if lone_surrogate(text, value):

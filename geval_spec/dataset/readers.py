@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from geval_spec.files import (LINE_LIMIT_VAR, MAX_LINE_BYTES, MAX_READ_BYTES, READ_LIMIT_VAR, ReadError, check_input,
-                              human_size, read_lines, read_text, size_limit)
+from geval_spec.files import (LINE_LIMIT_VAR, MAX_LINE_BYTES, MAX_READ_BYTES, READ_LIMIT_VAR, KeyTwice, ReadError,
+                              check_input, human_size, keys_once, read_lines, read_text, size_limit)
 from geval_spec.redact import SURROGATE, lone_surrogate
 
 FORMATS = {".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".parquet": "parquet"}
@@ -41,19 +41,24 @@ def file_format(path: Path, declared: str | None) -> str | None:
     return declared or FORMATS.get(path.suffix.lower())
 
 
-# json's own scanner (its C one), which json.loads uses (typeshed does not declare the attribute)
-_SCAN: Callable[[str, int], tuple[Any, int]] = getattr(json.JSONDecoder(), "scan_once")
+# json's own scanner (its C one), which json.loads uses (typeshed does not declare the attribute); an object that
+# names a key twice is an error, not its last value (KeyTwice)
+_DECODER = json.JSONDecoder(object_pairs_hook=keys_once)
+_SCAN: Callable[[str, int], tuple[Any, int]] = getattr(_DECODER, "scan_once")
 _NOT_AN_OBJECT: Any = object()
 
 
 def _an_object(text: str) -> Any:
     """``json.loads(text)`` for a text that is one JSON object and nothing around it (a JSON Lines file's every
     line, as a rule), from json's scanner without json.loads's checks around it: half the time of 100,000 lines.
-    Anything else, and any error, returns the marker: json.loads then decides (and words the error)."""
+    Anything else, and any error but a key given twice, returns the marker: json.loads then decides (and words
+    the error)."""
     if text[:1] != "{":
         return _NOT_AN_OBJECT
     try:
         value, end = _SCAN(text, 0)
+    except KeyTwice:
+        raise
     except (ValueError, StopIteration, RecursionError):
         return _NOT_AN_OBJECT
     return value if end == len(text) else _NOT_AN_OBJECT
@@ -63,9 +68,11 @@ def _decode(text: str, where: str) -> Any:
     try:
         value = _an_object(text)
         if value is _NOT_AN_OBJECT:
-            value = json.loads(text)
+            value = json.loads(text, object_pairs_hook=keys_once)
     except RecursionError:
         raise ReadError("JSON nested too deeply", where=where) from None
+    except KeyTwice as exc:
+        raise ReadError(str(exc), where=where) from None
     except ValueError as exc:
         msg = getattr(exc, "msg", str(exc))
         raise ReadError(f"not valid JSON: {msg}", where=where) from None

@@ -43,7 +43,7 @@ from geval_spec import __version__
 from geval_spec.dataset.cases import Dataset, read_cases
 from geval_spec.dataset.splits import assign_splits
 from geval_spec.errors import DataError, Problem
-from geval_spec.files import ReadError, lines, prepare_output, read_text
+from geval_spec.files import KeyTwice, ReadError, keys_once, lines, prepare_output, read_text
 from geval_spec.judge.outputs import as_int_score, verdicts_from_items
 from geval_spec.judge.precheck import precheck
 from geval_spec.judge.scoring import judge_verdicts, mean_and_spread
@@ -106,22 +106,6 @@ def forms_for(spec: Spec) -> tuple[str, ...]:
         return ("verdicts", "score", "error")
     return ("score", "samples", "distribution", "error")
 
-
-class _Twice(Exception):
-    def __init__(self, key: str) -> None:
-        self.key = key
-
-
-def _once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """A JSON object whose keys are all different (json.loads would keep the last of two silently)."""
-    out = dict(pairs)
-    if len(out) != len(pairs):
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:
-                raise _Twice(key)
-            seen.add(key)
-    return out
 
 
 def redacted_line(obj: Any) -> Any:
@@ -273,12 +257,12 @@ def read_judgments(parsed: ParsedSpec, path: Path, dataset: Dataset, label: str)
             break
         line = _Line(file, n, text)
         try:
-            obj = json.loads(line_text, object_pairs_hook=_once)
+            obj = json.loads(line_text, object_pairs_hook=keys_once)
         except RecursionError:
             problems.append(line.problem("JSON nested too deeply"))
             continue
-        except _Twice as exc:
-            problems.append(line.problem(f"key {exc.key!r} is given twice in one object (which one is meant?)"))
+        except KeyTwice as exc:
+            problems.append(line.problem(str(exc)))
             continue
         except ValueError as exc:
             problems.append(line.problem(f"not JSON: {getattr(exc, 'msg', exc)}"))

@@ -55,3 +55,23 @@ def test_a_batch_output_line_holding_a_line_separator_is_an_answer_not_skipped(e
     got = read_lines(data)
     assert [(b.custom_id, b.status, b.body["choices"][0]["message"]["content"]) for b in got] == \
         [(f"r{i}", 200, f"a{sep}b") for i, sep in enumerate(SEPARATORS)]
+
+
+def test_a_cassette_line_that_names_a_key_twice_is_refused_at_its_line(tmp_path):
+    """json.loads keeps the last of two values of a key: a recorded answer with two of them is ambiguous (which
+    one did the judge say?), so the cassette is refused at that line, as a data or import file is."""
+    from geval_spec.errors import DataError
+    from geval_spec.judge.clients.replay import cassette_lines, read_cassette
+    from geval_spec.judge.types import Recorded
+
+    row = Recorded(request_hash="h0", response={"choices": [{"message": {"content": "score: 4"}}]},
+                   prompt_tokens=1, completion_tokens=1, cost=None, latency_ms=1.0)
+    header, line = cassette_lines("run_x", "demo", "fp", [row])
+    path = tmp_path / "c.jsonl"
+    twice = line.replace('"content": "score: 4"', '"content": "score: 4", "content": "score: 1"')
+    assert twice != line
+    path.write_text(f"{header}\n{twice}\n", encoding="utf-8")
+    with pytest.raises(DataError) as caught:
+        read_cassette(path)
+    problem = caught.value.problems[0]
+    assert (problem.line, problem.message) == (2, "key 'content' is given twice in one object (which one is meant?)")

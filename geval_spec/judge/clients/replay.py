@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from geval_spec.errors import DataError, Problem
-from geval_spec.files import ReadError, check_input, lines, read_text
+from geval_spec.files import KeyTwice, ReadError, check_input, keys_once, lines, read_text
 from geval_spec.redact import SURROGATE, lone_surrogate
 from geval_spec.judge.clients.base import TransportError, completion_of
 from geval_spec.judge.types import Completion, JsonObject, Recorded, token_count
@@ -46,9 +46,11 @@ def read_cassette(path: Path) -> dict[str, Recorded]:
         if not line_text.strip():
             continue
         try:
-            item = json.loads(line_text)
+            item = json.loads(line_text, object_pairs_hook=keys_once)
         except RecursionError:
             raise DataError(problems=[Problem("JSON nested too deeply", file=file, line=n)]) from None
+        except KeyTwice as exc:  # (json.loads would keep the last value: a recorded answer may not be ambiguous)
+            raise DataError(problems=[Problem(str(exc), file=file, line=n)]) from None
         except ValueError as exc:
             raise DataError(problems=[Problem(f"not JSON: {getattr(exc, 'msg', exc)}", file=file, line=n)]) from None
         if lone_surrogate(line_text, item):

@@ -173,6 +173,29 @@ def test_redaction_keeps_logprob_tokens_aligned(monkeypatch):
     assert out["choices"][0]["logprobs"] is not body["choices"][0]["logprobs"]
 
 
+def test_a_secret_in_a_tokens_alternative_is_masked_though_no_chosen_token_spells_it(monkeypatch):
+    """A server answers anything in top_logprobs: an alternative that holds the key (or a key's shape) is stored
+    redacted, without its bytes; the chosen tokens, the score's alternatives and the other tokens are kept."""
+    key = "sk-echoed-as-an-alternative-0123456789"
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    score = {"token": "4", "logprob": -0.1, "bytes": [52],
+             "top_logprobs": [{"token": "4", "logprob": -0.1, "bytes": [52]},
+                              {"token": "3", "logprob": -2.5, "bytes": [51]}]}
+    leaky = {"token": " is", "logprob": -0.1, "bytes": list(b" is"),
+             "top_logprobs": [{"token": " is", "logprob": -0.1, "bytes": list(b" is")},
+                              {"token": f" {key}", "logprob": -9.0, "bytes": list(f" {key}".encode())},
+                              {"token": "ghp_" + "a" * 36, "logprob": -9.5, "bytes": None}]}
+    body = {"choices": [{"message": {"content": "score is 4"}, "logprobs": {"content": [
+        {"token": "score", "logprob": -0.1, "bytes": list(b"score")}, leaky, score]}}]}
+    out = redact_body(body)
+    assert "echoed" not in json.dumps(out) and "ghp_" not in json.dumps(out) and key in json.dumps(body)
+    tokens = out["choices"][0]["logprobs"]["content"]
+    assert [t["token"] for t in tokens] == ["score", " is", "4"] and tokens[2] is score
+    assert tokens[1]["top_logprobs"][0] is leaky["top_logprobs"][0]
+    assert tokens[1]["top_logprobs"][1] == {"token": " [redacted]", "logprob": -9.0, "bytes": None}
+    assert tokens[1]["top_logprobs"][2]["token"] == "[redacted]"
+
+
 def test_a_secret_echoed_as_a_key_is_masked_at_every_level(monkeypatch):
     """A server may echo the key anywhere, keys of the body, of a choice and of its logprobs included."""
     key = "sk-echoed-as-a-key-0123456789"

@@ -187,8 +187,10 @@ def redact_body(data: Any) -> Any:
     are most of a body's size): where the chosen tokens spell a secret, those
     tokens become ``[redacted]`` (so the tokens still spell the redacted text,
     and scores are read at the right place) and their alternatives and bytes
-    are masked too. A body in which nothing is masked comes back as the same
-    object; otherwise the input is not changed.
+    are masked too; an alternative that holds a secret by itself (a server
+    can answer anything there) is redacted, and its bytes dropped. A body in
+    which nothing is masked comes back as the same object; otherwise the input
+    is not changed.
     """
     if not isinstance(data, dict):
         return redact_json(data)
@@ -232,8 +234,15 @@ def _body_texts(data: dict[str, Any], out: list[str]) -> None:
                     if n == "content":
                         out.append("".join([t["token"] if isinstance(t, dict) and isinstance(t.get("token"), str)
                                             else "" for t in x]))
+                        out.extend(_alternatives(x))
                     else:
                         _texts(x, out)
+
+
+def _alternatives(tokens: list[Any]) -> list[str]:
+    """The texts of the tokens' alternatives (``top_logprobs``), each apart."""
+    return [a["token"] for t in tokens if isinstance(t, dict) and isinstance(alts := t.get("top_logprobs"), list)
+            for a in alts if isinstance(a, dict) and isinstance(a.get("token"), str)]
 
 
 def _texts(value: Any, out: list[str]) -> None:
@@ -272,10 +281,11 @@ def _redact_choice(choice: Any, values: tuple[str, ...]) -> Any:
 
 
 def _redact_tokens(tokens: list[Any], values: tuple[str, ...]) -> list[Any]:
-    """Logprob tokens with those that spell part of a secret masked (their alternatives and bytes too)."""
+    """Logprob tokens with those that spell part of a secret masked (their alternatives and bytes too), and any
+    alternative that holds a secret by itself redacted."""
     texts: list[str] = [t["token"] if isinstance(t, dict) and isinstance(t.get("token"), str) else "" for t in tokens]
     spans = secret_spans("".join(texts), values)
-    if not spans:
+    if not spans and not secret_spans("\x00".join(_alternatives(tokens)), values):
         return tokens
     out = []
     pos = 0
@@ -283,8 +293,11 @@ def _redact_tokens(tokens: list[Any], values: tuple[str, ...]) -> list[Any]:
         start, end = pos, pos + len(text)
         pos = end
         inside = [(max(a, start) - start, min(b, end) - start, a >= start) for a, b in spans if a < end and start < b]
-        if not inside or not isinstance(token, dict):  # (an item that is no token spells nothing)
+        if not isinstance(token, dict):  # (an item that is no token spells nothing)
             out.append(token)
+            continue
+        if not inside:
+            out.append(_alternatives_redacted(token, values))
             continue
         kept, at = [], 0
         for a, b, opens in inside:
@@ -297,6 +310,17 @@ def _redact_tokens(tokens: list[Any], values: tuple[str, ...]) -> list[Any]:
                                       for x in token["top_logprobs"]]
         out.append(masked)
     return out
+
+
+def _alternatives_redacted(token: dict[str, Any], values: tuple[str, ...]) -> dict[str, Any]:
+    """``token`` with each alternative that holds a secret redacted (and its bytes dropped); itself if none does."""
+    alts = token.get("top_logprobs")
+    if not isinstance(alts, list):
+        return token
+    redacted = [dict(a, token=redact(a["token"], values), bytes=None)
+                if isinstance(a, dict) and isinstance(a.get("token"), str) and secret_spans(a["token"], values) else a
+                for a in alts]
+    return token if redacted == alts else dict(token, top_logprobs=redacted)
 
 
 def completion_of(recorded: Recorded, model: str) -> Completion:

@@ -244,6 +244,22 @@ def test_locked_database_is_a_clear_error(tmp_path):
         holder.wait()
 
 
+def test_a_damaged_database_is_an_error_at_once_not_a_wait_for_a_lock(tmp_path):
+    """DuckDB names a damaged block ("computed checksum ... in block at location ..."): "block" holds "lock", and
+    such a file was waited on for --wait seconds (120 by default) and then said to be in use by another process."""
+    db = tmp_path / "r.duckdb"
+    with Store(db) as store:
+        store.con.execute("INSERT INTO meta VALUES ('filler', repeat('x', 100000))")
+    raw = bytearray(db.read_bytes())
+    raw[12288 + 100] ^= 0xFF  # a byte of the first block after the file's headers
+    db.write_bytes(bytes(raw))
+    start = time.monotonic()
+    with pytest.raises(StoreError) as caught:
+        Store(db, wait=30)
+    assert time.monotonic() - start < 10
+    assert "in use" not in str(caught.value) and "checksum" in str(caught.value).lower()
+
+
 V1 = """
 CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR);
 INSERT INTO meta VALUES ('schema_version', '1');

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import sys
 import time
 from dataclasses import replace
@@ -76,6 +77,11 @@ def _duckdb() -> Any:
     return duckdb
 
 
+# DuckDB's words when another process holds the file: 'Could not set lock on file "...": Conflicting lock is held
+# in ... (PID ...)'
+_LOCKED = re.compile(r"(?i)could not set lock|conflicting lock")
+
+
 def _connect(path: Path, wait: float, read_only: bool = False) -> Any:
     """A connection to the file, waiting (with growing pauses) while another process holds it."""
     try:  # a FIFO or a device would hang or never end
@@ -95,7 +101,8 @@ def _connect(path: Path, wait: float, read_only: bool = False) -> Any:
             return duckdb.connect(str(path), read_only=read_only, config=_CONFIG)
         except duckdb.Error as exc:
             text = str(exc)
-            if "lock" not in text.lower():  # (DuckDB asks for an extension to read a SQLite or other foreign file)
+            if not _LOCKED.search(text):  # (DuckDB asks for an extension to read a SQLite or other foreign file;
+                # a damaged file's "checksum ... in block at location" is no lock, and waiting would not mend it)
                 why = "not a DuckDB file" if "extension" in text.lower() else text.splitlines()[0]
                 raise StoreError(f"cannot open the results database {path}: {why}") from None
             if time.monotonic() >= deadline:

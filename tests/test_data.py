@@ -123,6 +123,15 @@ def test_a_key_given_twice_in_a_record_is_an_error_not_its_last_value(tmp_path, 
             read_cases(load_spec(Project(tmp_path).resolve("d")))
 
 
+def test_a_json_data_file_that_is_not_json_is_named_by_its_line(tmp_path):
+    write(tmp_path, "json")
+    path = tmp_path / "specs" / "data.json"
+    path.write_text("[\n" + json.dumps(ROWS[0]) + ",\n" + json.dumps(ROWS[1])[:-1] + ",}\n]\n")
+    with pytest.raises(DataError) as caught:
+        read_cases(load_spec(Project(tmp_path).resolve("d")))
+    assert "data.json (line 3): not valid JSON: Expecting property name" in caught.value.problems[0].message
+
+
 def test_hash_split_is_stable_across_machines():
     # the documented definition: SHA-256 of "<seed>:<key>", first 8 bytes big-endian / 2**64
     import hashlib

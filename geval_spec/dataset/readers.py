@@ -64,7 +64,7 @@ def _an_object(text: str) -> Any:
     return value if end == len(text) else _NOT_AN_OBJECT
 
 
-def _decode(text: str, where: str) -> Any:
+def _decode(text: str, where: str, whole: bool = False) -> Any:
     try:
         value = _an_object(text)
         if value is _NOT_AN_OBJECT:
@@ -75,7 +75,8 @@ def _decode(text: str, where: str) -> Any:
         raise ReadError(str(exc), where=where) from None
     except ValueError as exc:
         msg = getattr(exc, "msg", str(exc))
-        raise ReadError(f"not valid JSON: {msg}", where=where) from None
+        line = getattr(exc, "lineno", None)  # (a whole file's error is named by its line, as a JSON line's is)
+        raise ReadError(f"not valid JSON: {msg}", where=f"line {line}" if whole and line else where) from None
     if lone_surrogate(text, value):
         raise ReadError(f"a value {SURROGATE}", where=where)
     return value
@@ -86,7 +87,7 @@ def _columns(rows: list[dict[str, Any]]) -> tuple[str, ...]:
 
 
 def read_json(path: Path) -> Records:
-    value = _decode(read_text(path, "data file"), "the file")
+    value = _decode(read_text(path, "data file"), "the file", whole=True)
     items = value if isinstance(value, list) else [value]
     rows = []
     for n, item in enumerate(items, 1):

@@ -123,6 +123,28 @@ def test_a_key_given_twice_in_a_record_is_an_error_not_its_last_value(tmp_path, 
             read_cases(load_spec(Project(tmp_path).resolve("d")))
 
 
+def test_a_parquet_file_that_names_a_column_twice_is_refused(tmp_path):
+    """pyarrow reads two columns of one name into a record that keeps the last: the human scores of the second
+    'human' column were used without a word. Refused, as a CSV's repeated header is (at the top, or in a struct)."""
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    from geval_spec.dataset.readers import read_parquet
+    from geval_spec.files import ReadError
+
+    path = tmp_path / "d.parquet"
+    pq.write_table(pa.Table.from_arrays([pa.array(["a", "b"]), pa.array([1, 2]), pa.array([5, 5])],
+                                        names=["id", "human", "human"]), path)
+    with pytest.raises(ReadError, match=r"duplicate column name\(s\) 'human'"):
+        read_parquet(path)
+    meta = pa.StructArray.from_arrays([pa.array(["x", "y"]), pa.array(["z", "w"])], names=["doc", "doc"])
+    pq.write_table(pa.Table.from_arrays([pa.array(["a", "b"]), meta], names=["id", "meta"]), path)
+    with pytest.raises(ReadError, match=r"duplicate column name\(s\) 'meta.doc'"):
+        read_parquet(path)
+    pq.write_table(pa.Table.from_arrays([pa.array(["a"]), pa.array([1])], names=["id", "human"]), path)
+    assert read_parquet(path).rows == [{"id": "a", "human": 1}]
+
+
 def test_a_json_data_file_that_is_not_json_is_named_by_its_line(tmp_path):
     write(tmp_path, "json")
     path = tmp_path / "specs" / "data.json"

@@ -178,6 +178,9 @@ def read_parquet(path: Path) -> Records:
     try:  # a batch at a time: a few hundred KB of Parquet (one long text, dictionary-encoded) can decode to GBs
         parquet = pq.ParquetFile(path)
         names = tuple(parquet.schema_arrow.names)
+        twice = _named_twice(parquet.schema_arrow)
+        if twice:  # a record would keep the last column of a name (CSV refuses a repeated header, JSON a key)
+            raise ReadError(f"duplicate column name(s) {', '.join(map(repr, twice))}")
         for batch in parquet.iter_batches(batch_size=PARQUET_BATCH):
             decoded += batch.nbytes
             if decoded > cap:
@@ -189,6 +192,22 @@ def read_parquet(path: Path) -> Records:
     except Exception as exc:  # pyarrow raises many kinds for a bad file
         raise ReadError(f"not a Parquet file pyarrow can read: {str(exc).splitlines()[0]}") from None
     return Records(rows, names, "record", tuple(range(1, len(rows) + 1)))
+
+
+def _named_twice(fields: Any, prefix: str = "") -> list[str]:
+    """The names (dotted into structs) that a Parquet schema or struct gives two of its columns or fields."""
+    import pyarrow as pa
+
+    out: list[str] = []
+    seen: set[str] = set()
+    for field in fields:
+        name = prefix + field.name
+        if name in seen and name not in out:
+            out.append(name)
+        seen.add(name)
+        if pa.types.is_struct(field.type):
+            out += _named_twice(list(field.type), name + ".")
+    return out
 
 
 READERS = {"json": read_json, "jsonl": read_jsonl, "csv": read_csv, "parquet": read_parquet}

@@ -1014,6 +1014,15 @@ RANGE_CASES = [
          at=("specs/demo.yaml", "timeout:")),
     Case("judge-temperature-nan", spec={"judge.temperature": ".nan"}, msg=(r"temperature", r"nan|finite|number"),
          at=("specs/demo.yaml", "temperature:")),
+    # .nan and .inf in keys checked only for their type (the fingerprint's JSON refused them first: exit 70)
+    Case("params-nan", spec={"judge.params": "{top_p: .nan}"}, msg=(r"judge\.params\.top_p", r"finite"),
+         at=("specs/demo.yaml", "params:")),
+    Case("params-inf-inside", spec={"judge.params": "{extra_body: {x: [1, -.inf]}}"},
+         msg=(r"judge\.params\.extra_body\.x\.1\]", r"finite"), at=("specs/demo.yaml", "params:")),
+    Case("split-fraction-nan", spec={"split": "{by: group, fractions: {dev: 0.5, test: .nan}, seed: 1}"},
+         msg=(r"split\.fractions\.test", r"finite"), at=("specs/demo.yaml", "split:")),
+    Case("estimate-halfwidth-inf", spec={"estimate": "{target_halfwidth: .inf}"},
+         msg=(r"target_halfwidth", r"finite"), at=("specs/demo.yaml", "estimate:")),
     Case("max-tokens-beyond-32-bits", spec={"judge.max_tokens": "99999999999"},
          msg=(r"max_tokens", r"too (large|big)|range|at most|<="), at=("specs/demo.yaml", "max_tokens:")),
 ]

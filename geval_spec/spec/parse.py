@@ -12,7 +12,7 @@ import difflib
 import typing
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, JsonValue, ValidationError
 
 from geval_spec.errors import Problem, SpecError
 from geval_spec.spec.sections import IDENTIFIER, Spec
@@ -66,7 +66,13 @@ def _walk(loc: tuple[Any, ...]) -> tuple[Path, Any, bool]:
     clean: list[Any] = []
     parent: Any = None
     is_key = False
+    tag_next = True  # inside a JsonValue, pydantic names the member (dict, list, float, ...) before each key
     for el in loc:
+        if ann is JsonValue:
+            if not tag_next:  # a key of a mapping or an index of a list
+                clean.append(el)
+            tag_next = not tag_next
+            continue
         tagged = _tagged_members(ann)
         if tagged and el in tagged:
             ann = tagged[el]

@@ -41,7 +41,8 @@ def _no_entries() -> dict[str, Any]:
 class Base(BaseModel):
     # strict: a number is a number, a whole number a whole number (``version: true``, ``threshold: "0.8"`` and
     # ``max_tokens: 1500.0`` are errors at their line, not 1, 0.8 and 1500); a YAML integer is still a number
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    # ``.nan`` and ``.inf`` are no value a spec means (and no JSON: the fingerprints could not be taken)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
 class Criterion(Base):

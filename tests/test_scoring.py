@@ -59,6 +59,19 @@ def test_score_read_outside_the_parsed_output_with_zero_probability_is_invalid()
     assert not j.valid and j.reason == "the written score 4 has probability 0 in the logprobs"
 
 
+@pytest.mark.parametrize("bad", [math.nan, math.inf, 50.0])
+def test_logprobs_that_are_no_log_probabilities_make_the_judgment_invalid(bad):
+    """A server's NaN, Infinity (JSON as Python reads it) or positive logprob at the score position made a valid
+    judgment with no score (NaN) or a distribution of mass 1e22: the run counted it valid, the report not."""
+    for score_token in (TokenLogprob(token="4", logprob=bad, top=(("4", bad), ("3", LN(0.1)))),
+                        TokenLogprob(token="4", logprob=LN(0.9), top=(("4", LN(0.9)), ("3", bad)))):
+        j = judged([tok(HEAD), score_token, tok("}")], range(1, 6))
+        assert not j.valid and j.score is None
+        assert j.reason == "the logprobs at the score position are not log-probabilities (NaN, infinite, or above 0)"
+    rounded = TokenLogprob(token="4", logprob=-0.0001, top=(("4", -0.0001), ("3", LN(0.005))))  # sums to 1.0049
+    assert judged([tok(HEAD), rounded, tok("}")], range(1, 6)).valid
+
+
 def test_score_read_outside_the_parsed_output_skips_nested_objects():
     """Only the object's own "score" key counts, not one in a nested object after it."""
     tokens = [tok(HEAD), tok("4", 0.9, ("3", 0.1)), tok(', "meta": {"score": '), tok("2", 0.9, ("1", 0.1)),

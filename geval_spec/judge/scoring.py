@@ -249,6 +249,9 @@ class _Reader:
         self._add(full, max(rest, 0.0))
 
 
+MOST_MASS = 1.01  # the scale's scores hold at most all the probability (and a provider's rounding)
+
+
 def distribution_from_logprobs(tokens: Logprobs | Sequence[TokenLogprob], scores: Sequence[int],
                                span: tuple[int, int] | None = None,
                                written: int | None = None) -> Distribution | str:
@@ -289,6 +292,8 @@ def distribution_from_logprobs(tokens: Logprobs | Sequence[TokenLogprob], scores
     reader = _Reader(stream, path, prefix, closed, scores)
     reader.visit(0, "", 1.0)
     valid_mass = sum(reader.probs.values())
+    if not math.isfinite(valid_mass + reader.ambiguous) or valid_mass > MOST_MASS:  # NaN, +Infinity, logprobs > 0
+        return "the logprobs at the score position are not log-probabilities (NaN, infinite, or above 0)"
     if valid_mass <= 1e-12:
         return "no probability on the scale's scores at the score position"
     if written is not None and reader.probs.get(written, 0.0) <= 0.0:

@@ -24,7 +24,8 @@ The file must fit the spec, or nothing is stored (exit 2, listing the lines):
   distribution lines is refused, naming the lines that differ from the most
   common form;
 - ``case_id`` is text or a whole number; scores, samples and distribution
-  keys are on the rubric's scale; probabilities are numbers in 0..1 that sum
+  keys are on the rubric's scale (a sample is a whole number or the judge's
+  text); probabilities are numbers in 0..1 that sum
   to at most 1 (less is fine: the rest fell outside the scale).
 """
 
@@ -176,9 +177,14 @@ def _score_line(case_id: str, value: Any, spec: Spec, judge: str, line: _Line) -
 def _samples_line(case_id: str, value: Any, scale: tuple[int, int], judge: str,
                   line: _Line) -> tuple[str, Judgment] | Problem:
     """Samples as the judge wrote them: text that is no score is an invalid sample; a score off the scale is
-    an error of the file (it was not made on this spec's scale)."""
+    an error of the file (it was not made on this spec's scale), and so is a value that is neither text nor a
+    whole number (true, 3.7, NaN, Infinity: no judge's answer, and no score)."""
     if not isinstance(value, list) or not value:
         return line.problem("'samples' must be a non-empty list")
+    odd = [v for v in value if v is not None and not isinstance(v, str) and as_int_score(v) is None]
+    if odd:
+        return line.problem(f"sample(s) {', '.join(map(repr, odd))}: a sample is a whole number of the scale "
+                            "or the text the judge wrote")
     parsed: list[float | None] = []
     off = []
     for v in value:

@@ -461,6 +461,11 @@ OUTSIDE_CASES = [
          files={**tpl("{{ source }}\n{% include candidate %}\n"),
                 "specs/data/cases.jsonl": cases_jsonl(cand=["../../../secret.txt"] * 4)},
          msg=(OUTSIDE, r"secret\.txt"), at=T2, leak=(MARKER,)),
+    # a template that is not there says so (Jinja's words were the name alone), and a long name is cut
+    Case("include-missing", spec=T, files=tpl("{{ candidate }}\n{% include 'missing.j2' %}\n"),
+         msg=(r"no template 'missing\.j2' in the project",), at=T2),
+    Case("include-long-missing-name", spec=T, files=tpl("{{ candidate }}\n{% include 'x' * 3000 %}\n"),
+         msg=(r"no template 'x{77}\.\.\.' in the project",), at=T2, leak=("x" * 100,)),
     Case("include-through-allowed-template", spec=T,
          files=tpl("{{ candidate }}\n{% include 'inner.j2' %}\n",
                    {"inner.j2": "{% include '../../../secret.txt' %}\n"}),

@@ -131,6 +131,19 @@ def _constant_references(tree: Any) -> tuple[tuple[int, str], ...]:
     return tuple(refs)
 
 
+def _template_error(exc: BaseException) -> str:
+    """What a template's failure says: a template it names that is not there says so (Jinja's words are the
+    name alone), with the name cut to 80 characters (a name may be made of a case's text)."""
+    from jinja2 import TemplateNotFound, TemplatesNotFound
+
+    if isinstance(exc, (TemplateNotFound, TemplatesNotFound)):
+        names = [str(n) for n in getattr(exc, "templates", None) or [exc.name]]
+        shown = ", ".join(repr(n if len(n) <= 80 else n[:77] + "...") for n in names)
+        return (f"template error: no template {shown} in the project (an include, import or extends names a file "
+                "relative to the spec's template)")
+    return f"template error: {exc}"
+
+
 class Renderer:
     """A compiled template for one spec; render cases with :meth:`render`."""
 
@@ -272,7 +285,7 @@ class Renderer:
         except (JinjaError, ArithmeticError, TypeError, ValueError, LookupError, AttributeError,
                 RuntimeError) as exc:  # anything a template can cause is the template's error (cycler(): Runtime)
             file, line = self._where(exc)
-            raise TemplateError(problems=[self._problem(file, line, f"template error: {exc}")]) from None
+            raise TemplateError(problems=[self._problem(file, line, _template_error(exc))]) from None
 
     def _messages(self, ctx: dict[str, Any], budget: Any) -> tuple[Message, ...]:
         """Render the whole template (one user message) or its blocks, counting the output as it comes."""

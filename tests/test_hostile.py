@@ -1019,6 +1019,14 @@ RANGE_CASES = [
          at=("specs/demo.yaml", "timeout:")),
     Case("judge-temperature-nan", spec={"judge.temperature": ".nan"}, msg=(r"temperature", r"nan|finite|number"),
          at=("specs/demo.yaml", "temperature:")),
+    # a blank model passed validate (the dry run listed "judge(s)    "), and so did no steps or a blank one
+    Case("model-blank", spec={"judge.model": '"   "'}, msg=(r"judge\.model", r"not a model string"),
+         at=("specs/demo.yaml", "model:")),
+    Case("model-provider-only", spec={"judge.model": "openai/"}, msg=(r"judge\.model", r"not a model string"),
+         at=("specs/demo.yaml", "model:")),
+    Case("steps-empty", spec={"steps": "[]"}, msg=(r"\[steps\]", r"at least 1"), at=("specs/demo.yaml", "steps:")),
+    Case("step-blank", spec={"steps": '["Read it.", "  "]'}, msg=(r"steps\.1", r"must not be blank"),
+         at=("specs/demo.yaml", "steps:")),
     # .nan and .inf in keys checked only for their type (the fingerprint's JSON refused them first: exit 70)
     Case("params-nan", spec={"judge.params": "{top_p: .nan}"}, msg=(r"judge\.params\.top_p", r"finite"),
          at=("specs/demo.yaml", "params:")),

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, JsonValue, ValidationError
 
 from geval_spec.errors import Problem, SpecError
-from geval_spec.spec.sections import IDENTIFIER, Spec
+from geval_spec.spec.sections import IDENTIFIER, MODEL_STRING, NOT_BLANK, Spec
 from geval_spec.spec.yamldoc import Path, YamlDocument
 
 
@@ -168,6 +168,11 @@ def _message(err: dict[str, Any], parent: Any, path: Path) -> tuple[str, str | N
             return (f"{what} is not a template variable name: use an identifier (letters, digits and _, "
                     "not starting with a digit)", "templates refer to it as {{ name }}, so it must be a plain "
                     "identifier; the column it maps to may be named anything")
+        if ctx.get("pattern") == NOT_BLANK:
+            return "must not be blank", None
+        if ctx.get("pattern") == MODEL_STRING:
+            return (f"{_show(got)} is not a model string: write provider/model without spaces, e.g. "
+                    "openai/gpt-4.1-mini"), None
         return f"{_show(got)} does not match the pattern {ctx.get('pattern')}", None
     if kind == "string_too_short":
         return "must not be empty", None

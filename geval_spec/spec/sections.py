@@ -25,6 +25,8 @@ VERDICT_LEVELS: tuple[VerdictLevel, ...] = ("fully", "mostly", "partially", "min
 
 
 IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"  # a template variable: letters, digits and _, not first a digit
+NOT_BLANK = r"\S"  # text with something in it besides spaces
+MODEL_STRING = r"^[^\s/](?:\S*[^\s/])?$"  # provider/model, no spaces, not starting or ending with /
 
 
 def _no_items() -> list[Any]:
@@ -63,7 +65,7 @@ def _steps_kind(value: Any) -> str:
 
 Steps = Annotated[
     Union[
-        Annotated[list[Annotated[str, Field(min_length=1)]], Tag("list")],
+        Annotated[list[Annotated[str, Field(pattern=NOT_BLANK)]], Field(min_length=1), Tag("list")],
         Annotated[GenerateSteps, Tag("generate")],
     ],
     Discriminator(_steps_kind),
@@ -152,7 +154,7 @@ class Limits(Base):
 
 
 class Judge(Base):
-    model: str = Field(min_length=1, description="A litellm model string, e.g. openai/gpt-4.1-mini.")
+    model: str = Field(pattern=MODEL_STRING, description="A litellm model string, e.g. openai/gpt-4.1-mini.")
     name: str | None = Field(default=None, description="Label in reports (default: the model string).")
     family: str | None = Field(
         default=None, description="Model family for the self-preference check (default: from the model string).")

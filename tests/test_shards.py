@@ -104,8 +104,10 @@ def test_a_ref_means_the_merged_run_not_a_shard(tmp_path):
             assert cli("run", "demo", "--shard", f"{k}/2", "--db", f"shard{k}.duckdb", cwd=root).code == 0
         only = cli("report", "demo", "--db", "shard2.duckdb", "--out", "-", cwd=root)
         assert only.code == 2 and "only shards of demo" in only.err and "geval-spec merge" in only.err
-        merged = cli("merge", "shard1.duckdb", "shard2.duckdb", cwd=root)
+        merged = cli("merge", "shard1.duckdb", "shard2.duckdb", "./shard1.duckdb", cwd=root)
         run_id = merged.out.strip().splitlines()[-1]
+        # a store named twice is read once (it said "copied 3 run(s) from 3 store(s)" for the two shards' runs)
+        assert merged.out.startswith("copied 2 run(s) from 2 store(s)"), merged.out
         by_ref = cli("report", "demo", "--format", "json", "--out", "-", "--exit-zero", cwd=root).out
         assert json.loads(by_ref)["run"]["id"] == run_id
 

@@ -376,7 +376,7 @@ def merge(
 
     target = db_path(db)
     result = merge_stores(target, [p.resolve() for p in stores])
-    echo(f"copied {len(result.copied)} run(s) from {len(stores)} store(s) into {shown(target)}")
+    echo(f"copied {len(result.copied)} run(s) from {result.stores} store(s) into {shown(target)}")
     for note in result.incomplete:
         echo_err(f"not merged: {note}")
     for run_id in result.runs:

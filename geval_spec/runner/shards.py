@@ -26,6 +26,7 @@ class Merged:
     runs: tuple[str, ...]  # the runs made of shards
     copied: tuple[str, ...]  # every run copied from the shard stores
     incomplete: tuple[str, ...]  # sets of shards with a shard missing, described
+    stores: int  # the stores read (a file named twice is read once)
 
 
 def _family(run: RunInfo) -> tuple[object, ...]:
@@ -41,11 +42,12 @@ def merge(db: Path, sources: Sequence[Path]) -> Merged:
     if not sources:
         raise InputError(problems=[Problem("merge needs at least one store to merge")])
     copied: list[str] = []
+    sources = list(dict.fromkeys(source.resolve() for source in sources))  # (a file named twice is one store)
     with Store(db) as store:
         for source in sources:
             if source.resolve() == db.resolve():
                 raise InputError(problems=[Problem(f"{source} is the store being merged into; merge other stores")])
-            copied += store.absorb(source)
+            copied += [run_id for run_id in store.absorb(source) if run_id not in copied]
         shards = [r for r in (store.get_run(i) for i in copied) if r is not None and r.settings.shard]
         families: dict[tuple[object, ...], list[RunInfo]] = {}
         for run in shards:
@@ -63,7 +65,7 @@ def merge(db: Path, sources: Sequence[Path]) -> Merged:
                                   "missing or not completed")
                 continue
             made.append(_combine(store, list(by_k.values())))
-    return Merged(tuple(made), tuple(copied), tuple(incomplete))
+    return Merged(tuple(made), tuple(copied), tuple(incomplete), len(sources))
 
 
 def _combine(store: Store, runs: list[RunInfo]) -> str:

@@ -145,6 +145,33 @@ def test_a_parquet_file_that_names_a_column_twice_is_refused(tmp_path):
     assert read_parquet(path).rows == [{"id": "a", "human": 1}]
 
 
+def test_a_nan_or_infinite_id_or_label_is_an_error_at_its_line(tmp_path):
+    """JSON as Python reads it takes NaN and Infinity: such an id became the case 'nan' (true, lists and objects
+    were refused)."""
+    write(tmp_path, "jsonl")
+    path = tmp_path / "specs" / "data.jsonl"
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join([lines[0], lines[1].replace('"id": "x2"', '"id": NaN'),
+                               lines[2].replace('"doc": "g2"', '"doc": Infinity')]) + "\n")
+    with pytest.raises(DataError) as caught:
+        read_cases(load_spec(Project(tmp_path).resolve("d")))
+    text = "\n".join(f"{p.message} {p.hint}" for p in caught.value.problems)
+    assert "the id at 'meta.id' is nan (not a finite number)" in text and "line 2" in text
+    assert "inf (not a finite number): a label is text or a number" in text and "line 3" in text
+
+
+def test_values_show_in_a_prompt_as_json_writes_them_and_bytes_as_text():
+    """A list's null and true showed as Python's None and True (an object already showed as JSON), and a
+    Parquet binary column (text, as some writers store it) as b'...'."""
+    from decimal import Decimal
+
+    from geval_spec.dataset.cases import _as_label, _as_number, as_text
+
+    assert as_text([1, None, {"a": 2}, True, 2.0]) == '1\n\nnull\n\n{"a": 2}\n\ntrue\n\n2'
+    assert as_text(b"caf\xc3\xa9 \xff") == "caf\u00e9 \ufffd" and _as_label(b"id-1") == "id-1"
+    assert _as_number(Decimal("3.50")) == 3.5 and _as_number(Decimal("NaN")) is None  # a Parquet decimal score
+
+
 def test_a_json_data_file_that_is_not_json_is_named_by_its_line(tmp_path):
     write(tmp_path, "json")
     path = tmp_path / "specs" / "data.json"

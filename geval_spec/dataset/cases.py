@@ -19,6 +19,7 @@ import math
 import unicodedata
 from collections import abc
 from dataclasses import dataclass, field, replace
+from decimal import Decimal
 from json.encoder import encode_basestring
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
@@ -154,12 +155,19 @@ def lookup(record: Any, dotted: str) -> Any:
 
 
 def as_text(value: Any) -> str:
+    """A data value as the text a prompt shows: a list as its items joined by blank lines, an object as JSON,
+    true, false and null as JSON writes them (not Python's True and None), and bytes (a Parquet column of binary
+    type, as some writers store text) decoded as UTF-8."""
     if isinstance(value, str):
         return value
     if isinstance(value, (list, tuple)):
         return "\n\n".join(as_text(v) for v in value)
     if isinstance(value, Mapping):
         return json.dumps(value, ensure_ascii=False, sort_keys=True)
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).decode("utf-8", errors="replace")
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return str(value)
@@ -173,6 +181,8 @@ def not_a_label(value: Any) -> str | None:
         return "an object"
     if isinstance(value, (list, tuple)):
         return "a list"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{value} (not a finite number)"
     return None
 
 
@@ -183,6 +193,8 @@ def _as_label(value: Any) -> str | None:
         return None
     if isinstance(value, float) and value.is_integer():
         value = int(value)
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).decode("utf-8", errors="replace")
     return str(value)
 
 
@@ -200,6 +212,8 @@ def _as_number(value: Any) -> Any:
         except ValueError:
             return _MISSING
         return None if math.isnan(number) else number
+    if isinstance(value, Decimal):  # (a Parquet decimal column, as SQL exports write scores)
+        return None if value.is_nan() else float(value)
     return _MISSING
 
 

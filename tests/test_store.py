@@ -260,6 +260,17 @@ def test_a_damaged_database_is_an_error_at_once_not_a_wait_for_a_lock(tmp_path):
     assert "in use" not in str(caught.value) and "checksum" in str(caught.value).lower()
 
 
+def test_a_database_cut_short_is_said_to_be_damaged_not_another_programs(tmp_path):
+    db = tmp_path / "r.duckdb"
+    with Store(db) as store:
+        store.con.execute("INSERT INTO meta VALUES ('filler', repeat('x', 300000))")
+    raw = db.read_bytes()
+    db.write_bytes(raw[: len(raw) // 2])
+    with pytest.raises(StoreError) as caught:
+        Store(db)
+    assert "damaged or cut short" in str(caught.value) and "not a geval-spec" not in str(caught.value)
+
+
 V1 = """
 CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR);
 INSERT INTO meta VALUES ('schema_version', '1');

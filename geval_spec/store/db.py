@@ -248,10 +248,14 @@ class Store(JudgmentTables, BatchTable, ShardTables):
     # -- schema and recovery -----------------------------------------------------------
     def _migrate(self) -> None:
         c = self.con
+        duckdb = _duckdb()
         try:
             row = c.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        except _duckdb().Error:  # no table meta (a new file), or one of another shape
-            row = None
+        except (duckdb.CatalogException, duckdb.BinderException):  # no table meta (a new file), or one of another
+            row = None                                                # shape
+        except duckdb.Error as exc:  # a file cut short or damaged: not "another program's database"
+            raise StoreError(f"cannot read the results database {self.path}: {str(exc).splitlines()[0]} (the file "
+                             "is damaged or cut short)") from None
         if row is None and (foreign := not_ours(c)) is not None:
             raise StoreError(f"{self.path} is a DuckDB database but not a geval-spec results database: {foreign}; "
                              "give --db a new file or a store geval-spec made")

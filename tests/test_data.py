@@ -169,6 +169,7 @@ def test_values_show_in_a_prompt_as_json_writes_them_and_bytes_as_text():
 
     assert as_text([1, None, {"a": 2}, True, 2.0]) == '1\n\nnull\n\n{"a": 2}\n\ntrue\n\n2'
     assert as_text(b"caf\xc3\xa9 \xff") == "caf\u00e9 \ufffd" and _as_label(b"id-1") == "id-1"
+    assert _as_label(b"\x12\xff\x00") == "12ff00"  # (binary that is no text, e.g. a UUID: unique, as hex digits)
     assert _as_number(Decimal("3.50")) == 3.5 and _as_number(Decimal("NaN")) is None  # a Parquet decimal score
 
 

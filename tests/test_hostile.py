@@ -1024,6 +1024,12 @@ RANGE_CASES = [
          at=("specs/demo.yaml", "model:")),
     Case("model-provider-only", spec={"judge.model": "openai/"}, msg=(r"judge\.model", r"not a model string"),
          at=("specs/demo.yaml", "model:")),
+    Case("cli-model-provider-only", argv=("run", "demo", "--dry-run", "--model", "openai/"),
+         msg=(r"--model 'openai/' is not a model string",)),
+    Case("cli-model-with-space-no-spec-judge", argv=("run", "demo", "--dry-run", "--model", "openai/x y"),
+         spec={"judge": None}, msg=(r"--model 'openai/x y' is not a model string",)),  # (was exit 70)
+    Case("params-key-not-identifier", spec={"judge.params": "{bad key: 1}"},
+         msg=(r"judge\.params\.bad key\]: key 'bad key'",), at=("specs/demo.yaml", "params:")),
     Case("steps-empty", spec={"steps": "[]"}, msg=(r"\[steps\]", r"at least 1"), at=("specs/demo.yaml", "steps:")),
     Case("step-blank", spec={"steps": '["Read it.", "  "]'}, msg=(r"steps\.1", r"must not be blank"),
          at=("specs/demo.yaml", "steps:")),

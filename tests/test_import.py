@@ -77,10 +77,10 @@ def test_verdicts_form_and_on_empty(tmp_path):
     ({"score": 3}, "missing 'case_id'"),
     ({"case_id": "c000", "verdicts": [{"verdict": "maybe"}]}, "does not fit scoring.method logprobs"),
     ("not json", "not JSON"),
-    ('{"case_id": "c000", "samples": [NaN, 3]}', "sample(s) nan: a sample is a whole number of the scale"),
-    ('{"case_id": "c000", "samples": [3, Infinity]}', "sample(s) inf: a sample is"),
-    ({"case_id": "c000", "samples": [True, 3]}, "sample(s) True: a sample is"),
-    ({"case_id": "c000", "samples": [3.7, 3, {"a": 1}]}, "sample(s) 3.7, {'a': 1}: a sample is"),
+    ('{"case_id": "c000", "samples": [NaN, 3]}', "sample(s) NaN: a sample is a whole number of the scale"),
+    ('{"case_id": "c000", "samples": [3, Infinity]}', "sample(s) Infinity: a sample is"),
+    ({"case_id": "c000", "samples": [True, 3]}, "sample(s) true: a sample is"),
+    ({"case_id": "c000", "samples": [3.7, 3, {"a": 1}]}, 'sample(s) 3.7, {"a": 1}: a sample is'),
     ('{"case_id": "c000", "score": 3, "score": 4}', "key 'score' is given twice"),
 ])
 def test_bad_lines_name_file_and_line(tmp_path, line, message):

@@ -59,7 +59,7 @@ def test_score_read_outside_the_parsed_output_with_zero_probability_is_invalid()
     assert not j.valid and j.reason == "the written score 4 has probability 0 in the logprobs"
 
 
-@pytest.mark.parametrize("bad", [math.nan, math.inf, 50.0])
+@pytest.mark.parametrize("bad", [math.nan, math.inf, 50.0, 1000.0])  # (exp(1000) overflows)
 def test_logprobs_that_are_no_log_probabilities_make_the_judgment_invalid(bad):
     """A server's NaN, Infinity (JSON as Python reads it) or positive logprob at the score position made a valid
     judgment with no score (NaN) or a distribution of mass 1e22: the run counted it valid, the report not."""

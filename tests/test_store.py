@@ -260,6 +260,17 @@ def test_a_damaged_database_is_an_error_at_once_not_a_wait_for_a_lock(tmp_path):
     assert "in use" not in str(caught.value) and "checksum" in str(caught.value).lower()
 
 
+@pytest.mark.parametrize("meta", ["CREATE TABLE meta (key INTEGER, value INTEGER)",
+                                  "CREATE VIEW meta AS SELECT 'x'::INTEGER AS key, 'y' AS value"])
+def test_another_programs_meta_table_is_another_programs_database(tmp_path, meta):
+    db = tmp_path / "other.duckdb"
+    con = duckdb.connect(str(db))
+    con.execute(meta)
+    con.close()
+    with pytest.raises(StoreError, match="not a geval-spec results database"):
+        Store(db)
+
+
 def test_a_database_cut_short_is_said_to_be_damaged_not_another_programs(tmp_path):
     db = tmp_path / "r.duckdb"
     with Store(db) as store:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Optional
@@ -137,9 +138,14 @@ def run(
     from geval_spec.files import prepare_output
     from geval_spec.judge.clients.replay import check_cassette
     from geval_spec.runner.run import RunOptions
+    from geval_spec.spec.sections import MODEL_STRING
 
     if model is not None and not model.strip():
         raise InputError(problems=[Problem("--model is empty: give a model string such as openai/gpt-4.1-mini")])
+    if model is not None and not re.search(MODEL_STRING, model):  # (as the spec's judge.model: pydantic's check
+        raise InputError(problems=[Problem(                         # is not made on a judge copied with --model)
+            f"--model {model!r} is not a model string: write provider/model without spaces, e.g. "
+            "openai/gpt-4.1-mini")])
     if replay is not None:
         check_cassette(replay)
     if batch:

@@ -193,8 +193,11 @@ def _as_label(value: Any) -> str | None:
         return None
     if isinstance(value, float) and value.is_integer():
         value = int(value)
-    if isinstance(value, (bytes, bytearray)):
-        return bytes(value).decode("utf-8", errors="replace")
+    if isinstance(value, (bytes, bytearray)):  # (text a writer stored as binary; else, as a UUID is, its hex digits)
+        try:
+            return bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            return bytes(value).hex()
     return str(value)
 
 

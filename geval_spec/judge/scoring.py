@@ -211,7 +211,7 @@ class _Reader:
         index, chosen = self.path[step]
         last = step == len(self.path) - 1
         chosen_closed = last and self.closed
-        read = [(self._piece(t, step == 0), math.exp(lp)) for t, lp in _alternatives(self.tokens.at(index))]
+        read = [(self._piece(t, step == 0), _probability(lp)) for t, lp in _alternatives(self.tokens.at(index))]
         if step > 0 and consumed in self.strings:  # the number could have ended before this token
             digits = sum(q for r, q in read if r is not None)
             self.probs[self.strings[consumed]] += weight * max(1.0 - digits, 0.0)
@@ -240,7 +240,7 @@ class _Reader:
             for token, lp in _alternatives(self.tokens.at(after)):
                 more = _DIGITS.match(token)
                 if more is not None and more.group():
-                    q = p * math.exp(lp)
+                    q = p * _probability(lp)
                     longer = full + more.group()
                     self._add(longer, q)
                     if more.group() == token and self._extends(longer):
@@ -250,6 +250,12 @@ class _Reader:
 
 
 MOST_MASS = 1.01  # the scale's scores hold at most all the probability (and a provider's rounding)
+
+
+def _probability(logprob: float) -> float:
+    """exp(logprob), kept finite for a logprob far above 0 (math.exp overflows past 709: exit 70), which the
+    mass check then refuses (NaN stays NaN)."""
+    return math.exp(min(logprob, 50.0))
 
 
 def distribution_from_logprobs(tokens: Logprobs | Sequence[TokenLogprob], scores: Sequence[int],

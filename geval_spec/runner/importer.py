@@ -183,7 +183,7 @@ def _samples_line(case_id: str, value: Any, scale: tuple[int, int], judge: str,
         return line.problem("'samples' must be a non-empty list")
     odd = [v for v in value if v is not None and not isinstance(v, str) and as_int_score(v) is None]
     if odd:
-        return line.problem(f"sample(s) {', '.join(map(repr, odd))}: a sample is a whole number of the scale "
+        return line.problem(f"sample(s) {', '.join(map(json.dumps, odd))}: a sample is a whole number of the scale "
                             "or the text the judge wrote")
     parsed: list[float | None] = []
     off = []

@@ -68,6 +68,9 @@ def _walk(loc: tuple[Any, ...]) -> tuple[Path, Any, bool]:
     is_key = False
     tag_next = True  # inside a JsonValue, pydantic names the member (dict, list, float, ...) before each key
     for el in loc:
+        if el == "[key]":  # (before JsonValue's alternation: a mapping's key, e.g. one of judge.params)
+            is_key = True
+            continue
         if ann is JsonValue:
             if not tag_next:  # a key of a mapping or an index of a list
                 clean.append(el)

@@ -251,11 +251,11 @@ class Store(JudgmentTables, BatchTable, ShardTables):
         duckdb = _duckdb()
         try:
             row = c.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        except (duckdb.CatalogException, duckdb.BinderException):  # no table meta (a new file), or one of another
-            row = None                                                # shape
-        except duckdb.Error as exc:  # a file cut short or damaged: not "another program's database"
+        except duckdb.IOException as exc:  # a file cut short or damaged: not "another program's database"
             raise StoreError(f"cannot read the results database {self.path}: {str(exc).splitlines()[0]} (the file "
                              "is damaged or cut short)") from None
+        except duckdb.Error:  # no table meta (a new file), or one of another shape (another program's)
+            row = None
         if row is None and (foreign := not_ours(c)) is not None:
             raise StoreError(f"{self.path} is a DuckDB database but not a geval-spec results database: {foreign}; "
                              "give --db a new file or a store geval-spec made")

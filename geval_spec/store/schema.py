@@ -152,12 +152,17 @@ def not_ours(con: Any) -> str | None:
     ``meta`` table of another shape), or None when it is empty: a new store."""
     tables = sorted(r[0] for r in con.execute(
         "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database()").fetchall())
+    views = sorted(r[0] for r in con.execute(
+        "SELECT view_name FROM duckdb_views() WHERE database_name = current_database() AND NOT internal").fetchall())
+    if "meta" in views:
+        return "its meta is a view, not geval-spec's table"
     if "meta" in tables:
-        columns = {r[0] for r in con.execute(
-            "SELECT column_name FROM duckdb_columns() WHERE database_name = current_database() "
-            "AND table_name = 'meta'").fetchall()}
-        if not {"key", "value"} <= columns:
+        columns = dict(con.execute(
+            "SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = current_database() "
+            "AND table_name = 'meta'").fetchall())
+        if columns.get("key") != "VARCHAR" or columns.get("value") != "VARCHAR":
             return "its table meta is not geval-spec's"
+    tables += views
     others = [t for t in tables if t != "meta"]
     if others:
         shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")

@@ -1020,7 +1020,7 @@ RANGE_CASES = [
     Case("judge-temperature-nan", spec={"judge.temperature": ".nan"}, msg=(r"temperature", r"nan|finite|number"),
          at=("specs/demo.yaml", "temperature:")),
     # a blank model passed validate (the dry run listed "judge(s)    "), and so did no steps or a blank one
-    Case("model-blank", spec={"judge.model": '"   "'}, msg=(r"judge\.model", r"not a model string"),
+    Case("spec-model-blank", spec={"judge.model": '"   "'}, msg=(r"judge\.model", r"not a model string"),
          at=("specs/demo.yaml", "model:")),
     Case("model-provider-only", spec={"judge.model": "openai/"}, msg=(r"judge\.model", r"not a model string"),
          at=("specs/demo.yaml", "model:")),

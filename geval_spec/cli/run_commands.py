@@ -138,14 +138,9 @@ def run(
     from geval_spec.files import prepare_output
     from geval_spec.judge.clients.replay import check_cassette
     from geval_spec.runner.run import RunOptions
-    from geval_spec.spec.sections import MODEL_STRING
 
-    if model is not None and not model.strip():
-        raise InputError(problems=[Problem("--model is empty: give a model string such as openai/gpt-4.1-mini")])
-    if model is not None and not re.search(MODEL_STRING, model):  # (as the spec's judge.model: pydantic's check
-        raise InputError(problems=[Problem(                         # is not made on a judge copied with --model)
-            f"--model {model!r} is not a model string: write provider/model without spaces, e.g. "
-            "openai/gpt-4.1-mini")])
+    if model is not None:
+        _check_model(model)
     if replay is not None:
         check_cassette(replay)
     if batch:
@@ -169,6 +164,18 @@ def _check_batch(replay: Path | None) -> None:
     if replay is not None:
         raise InputError(problems=[Problem("--batch and --replay do not go together: a cassette answers at once")])
     poll_interval()  # GEVAL_BATCH_POLL is read before the run starts
+
+
+def _check_model(model: str) -> None:
+    """--model is a model string, as the spec's judge.model (pydantic's check is not made on a judge copied with
+    --model, and a spec without a judge made one that failed it: exit 70)."""
+    from geval_spec.spec.sections import MODEL_STRING
+
+    if not model.strip():
+        raise InputError(problems=[Problem("--model is empty: give a model string such as openai/gpt-4.1-mini")])
+    if not re.search(MODEL_STRING, model):
+        raise InputError(problems=[Problem(f"--model {model!r} is not a model string: write provider/model "
+                                           "without spaces, e.g. openai/gpt-4.1-mini")])
 
 
 def _run(ref: str, options: RunOptions, junit: Path | None) -> int:

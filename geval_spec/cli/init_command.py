@@ -8,6 +8,7 @@ request of the example spec, or when recording it again would give other answers
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Optional
@@ -56,7 +57,9 @@ def scaffold_files(ci: str, install: str) -> list[Planned]:
              Planned(".gitignore", GITIGNORE, merge=True)]
     if ci in CI_FILES:
         rel, packaged = CI_FILES[ci]
-        files.append(Planned(rel, _packaged(packaged).replace(INSTALL_MARK, install)))
+        # a JSON string is a YAML double-quoted scalar: a quote or a backslash in the value stays in the value (put in
+        # as it was, one made the workflow fail to parse, or could add keys of its own)
+        files.append(Planned(rel, _packaged(packaged).replace(f'"{INSTALL_MARK}"', json.dumps(install))))
     return files
 
 
@@ -133,6 +136,9 @@ def init(
       2  a file exists and differs (nothing was written), or DIR is not a folder
     """
     root = directory
+    if install is not None and (not install.strip() or any(ord(c) < 32 or ord(c) == 127 for c in install)):
+        raise InputError(problems=[Problem(f"--install {install!r} is not a requirement pip can install: give one "
+                                           "line, e.g. geval-spec==1.2.0 or a git URL")])
     if root.exists() and not root.is_dir():
         raise InputError(problems=[Problem("is not a folder", file=str(root))])
     writes = plan_writes(root, scaffold_files(ci, install or default_install()), force)

@@ -320,6 +320,8 @@ def test_a_version_1_store_is_migrated_keeping_the_first_answer(tmp_path):
 @pytest.mark.parametrize("name, value, said", [
     ("GEVAL_STORE_MEMORY", "abc", "is not an amount of memory"),
     ("GEVAL_STORE_MEMORY", "-5MB", "is not an amount of memory"),
+    ("GEVAL_STORE_MEMORY", "1KB", "is less than the 4MB"),  # (a new store's schema needed 2 MiB: exit 70)
+    ("GEVAL_STORE_MEMORY", "3.9MB", "is less than the 4MB"),
     ("GEVAL_STORE_INTERVAL", "x", "is not a number of seconds"),
     ("GEVAL_STORE_INTERVAL", "-1", "is not a number of seconds"),
     ("GEVAL_STORE_INTERVAL", "nan", "is not a number of seconds"),
@@ -453,6 +455,22 @@ def test_a_session_that_needs_more_memory_than_its_limit_gets_it_for_that_sessio
         assert store.memory_limit == "4MB"
         with pytest.raises(duckdb.ConstraintException):  # other errors still surface
             store.transaction(lambda c: c.execute("INSERT INTO answers (request_hash) VALUES (?)", [f"{1:064x}"]))
+
+
+def test_a_limit_below_what_duckdb_holds_already_is_raised_until_it_fits(tmp_path):
+    """DuckDB refuses a memory limit below what it holds ("could not free up enough memory"): exit 70 for
+    GEVAL_STORE_MEMORY=1MB on a store DuckDB had read into more than that. The limit doubles until it fits."""
+    db = tmp_path / "r.duckdb"
+    with Store(db) as store:
+        store.write_responses([_big_body(i) for i in range(300)])
+        store.con.execute("SELECT count(*), max(length(body_json)) FROM answers").fetchone()
+        held = store.con.execute("SELECT sum(memory_usage_bytes) FROM duckdb_memory()").fetchone()[0]
+        assert held > 1024
+        store.con.limit("1KB")
+        assert store.memory_limit not in ("1KB", None)
+        assert store.con.execute("SELECT count(*) FROM answers").fetchone() == (300,)
+    with Store(db, memory_limit="4MB") as store:
+        assert store.con.execute("SELECT count(*) FROM answers").fetchone() == (300,)
 
 
 def test_a_gate_session_that_runs_out_of_memory_is_done_again_with_more(tmp_path, monkeypatch):

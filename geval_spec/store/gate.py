@@ -37,7 +37,7 @@ from geval_spec.errors import InputError, Problem, StoreError
 from geval_spec.judge.types import Judgment
 from geval_spec.plugins import Finding
 from geval_spec.store.db import Store
-from geval_spec.store.sql import MEMORY_AMOUNT
+from geval_spec.store.sql import MEMORY_FLOOR, memory_bytes
 from geval_spec.store.records import Planned, ResponseRecord
 
 T = TypeVar("T")
@@ -64,9 +64,13 @@ def store_settings() -> tuple[float, str]:
         if not 0 <= interval <= 3600:
             raise InputError(problems=[Problem(
                 f"GEVAL_STORE_INTERVAL={interval_text!r} is not a number of seconds from 0 to 3600")])
-    if not MEMORY_AMOUNT.match(memory):
+    amount = memory_bytes(memory)
+    if amount is None:
         raise InputError(problems=[Problem(f"GEVAL_STORE_MEMORY={memory!r} is not an amount of memory",
                                            hint="for example 128MB or 1GB")])
+    if amount < MEMORY_FLOOR:
+        raise InputError(problems=[Problem(f"GEVAL_STORE_MEMORY={memory!r} is less than the 4MB a store's session "
+                                           "needs", hint="for example 128MB or 1GB")])
     return interval, memory.strip()
 
 

@@ -68,6 +68,13 @@ _OUT_OF_MEMORY = re.compile(r"could not allocate|failed to pin|out of memory", r
 MEMORY_AMOUNT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|TB|KIB|MIB|GIB|TIB)\s*$", re.IGNORECASE)
 _UNIT = {"B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
 _MEMORY_CEILING = 64e9
+MEMORY_FLOOR = 4e6  # bytes: a session's own needs (a new store's schema took 2 MiB at once)
+
+
+def memory_bytes(amount: str) -> float | None:
+    """The bytes of a DuckDB memory setting such as ``128MB`` (None when it is not one)."""
+    found = MEMORY_AMOUNT.match(amount)
+    return None if found is None else float(found.group(1)) * _UNIT[found.group(2).upper()]
 
 
 def out_of_memory(exc: BaseException) -> bool:
@@ -111,9 +118,17 @@ class Connection:
                 self.limit(more_memory(limit, exc))
 
     def limit(self, memory: str) -> None:
-        """DuckDB's memory limit for the rest of the session (the store's ``memory_limit``)."""
+        """DuckDB's memory limit for the rest of the session (the store's ``memory_limit``); twice that, and so on,
+        when DuckDB already holds more than it (it refuses such a limit: "could not free up enough memory")."""
+        while True:
+            try:
+                self.raw.execute(f"SET memory_limit = '{memory}'")
+                break
+            except Exception as exc:
+                if not out_of_memory(exc):
+                    raise
+                memory = more_memory(memory, exc)
         self.store.memory_limit = memory
-        self.raw.execute(f"SET memory_limit = '{memory}'")
 
     def cursor(self) -> Any:
         return self.raw.cursor()

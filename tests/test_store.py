@@ -457,6 +457,22 @@ def test_a_session_that_needs_more_memory_than_its_limit_gets_it_for_that_sessio
             store.transaction(lambda c: c.execute("INSERT INTO answers (request_hash) VALUES (?)", [f"{1:064x}"]))
 
 
+@pytest.mark.parametrize("kind", ["file", "link to nothing"])
+def test_a_file_where_the_journals_go_is_an_input_error(tmp_path, kind):
+    """``<db>.journal`` as a file crashed a run with FileExistsError (exit 70)."""
+    from geval_spec.errors import StoreError
+
+    db = tmp_path / "r.duckdb"
+    journals = tmp_path / "r.duckdb.journal"
+    if kind == "file":
+        journals.write_text("x")
+    else:
+        journals.symlink_to(tmp_path / "nowhere")
+    with pytest.raises(StoreError, match="in the way of the results database's journals"):
+        Store(db)
+    assert journals.is_symlink() or journals.read_text() == "x"
+
+
 def test_a_limit_below_what_duckdb_holds_already_is_raised_until_it_fits(tmp_path):
     """DuckDB refuses a memory limit below what it holds ("could not free up enough memory"): exit 70 for
     GEVAL_STORE_MEMORY=1MB on a store DuckDB had read into more than that. The limit doubles until it fits."""

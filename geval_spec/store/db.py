@@ -119,6 +119,10 @@ class Store(JudgmentTables, BatchTable, ShardTables):
                  memory_limit: str | None = None, vacuum: bool = True) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        journals = journal_dir(self.path)
+        if (journals.exists() or journals.is_symlink()) and not journals.is_dir():
+            raise StoreError(f"{journals} is in the way of the results database's journals: it must be a folder "
+                             "(or absent); move it, or give --db another file")
         self.con = _Connection(_connect(self.path, wait), self)
         self.wait, self.memory_limit, self.vacuum = wait, memory_limit, vacuum
         try:

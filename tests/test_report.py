@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import os
 import shutil
 import subprocess
@@ -120,6 +121,9 @@ def test_case_text_cannot_reach_a_terminal_or_a_log_as_control_codes(tmp_path):
     found = {repr(ch) for text in texts for ch in UNSEEN if ch in text}
     assert not found, found
     assert "\\x1b" in (root / "reports" / "demo" / "report.md").read_text()
+    page = (root / "reports" / "demo" / "report.html").read_text()  # (the HTML showed x1b and u202e: no backslash)
+    assert "\\x1b]0;t\\x07\\x9b31m\\u202e\\u2066" in page
+    assert not re.search(r"(?<!\\)(x1b|u202e|u2066)", page)
     report = json.loads(printed[3].out)  # the JSON report is the same data, its characters escaped
     values = [report]
     for v in values:

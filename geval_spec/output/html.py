@@ -23,7 +23,9 @@ from geval_spec.output.report import to_markdown
 # a value with backticks in it longer); inside, no escapes: text as written (CommonMark)
 _CODE = re.compile(r"(?<![\\`])(`+)(?!`)(.+?)(?<!`)\1(?!`)")
 _BOLD = re.compile(r"(?<!\\)\*\*(.+?)(?<!\\)\*\*")
-_ESCAPED = re.compile(r"\\(.)")
+# a Markdown escape: a backslash before ASCII punctuation (CommonMark); before anything else it is the backslash of
+# a character written out (``\\x1b``, ``\\u202e``: markdown.visible), which the HTML shows as it is
+_ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")
 _CELL = re.compile(r"(?<!\\)\|")
 
 

@@ -235,7 +235,43 @@ def test_params_are_in_the_judging_fingerprint_and_reserved_keys_are_refused(tmp
     assert fp3[0]["judging"] == fp[0]["judging"]  # pacing changes no answer
     spec.write_text(text.replace("  client: openai-http\n", "  client: openai-http\n  params: {temperature: 1}\n"))
     res = cli("validate", cwd=root)
-    assert res.code == 2 and "temperature: set by geval-spec itself" in res.err and "demo.yaml:" in res.err
+    assert res.code == 2 and "geval-spec sets temperature itself" in res.err and "demo.yaml:" in res.err
+
+
+@pytest.mark.parametrize("api_base, said", [
+    ("http://", "api_base has no host"),
+    ("http://:8000/v1", "api_base has no host"),
+    ("http://[::1]:99999/v1", "api_base is not a URL"),
+    ("http://localhost:abc/v1", "api_base is not a URL"),
+    ("http://[zz]/v1", "api_base is not a URL"),
+    ("http://exa mple.com/v1", "holds a space or a control character"),
+    ("http://example.com/v1\t", "holds a space or a control character"),
+    ("http://localhost:8000/v1", None),
+    ("http://[::1]:8080/v1", None),
+    ("https://api.example.com", None),
+])
+def test_an_api_base_that_is_no_url_is_refused_by_validate(tmp_path, api_base, said):
+    """Such a URL passed validate and --dry-run; the run then failed every request as an outage (exit 3)."""
+    root = _project(tmp_path, "http://127.0.0.1:9/v1", 4)
+    spec = root / "specs" / "demo.yaml"
+    text = spec.read_text()
+    assert "  api_base: http://127.0.0.1:9/v1\n" in text
+    spec.write_text(text.replace("  api_base: http://127.0.0.1:9/v1\n", f"  api_base: {json.dumps(api_base)}\n"))
+    res = cli("validate", cwd=root)
+    if said is None:
+        assert res.code == 0, res.err
+    else:
+        assert res.code == 2 and said in res.err and "[judge.api_base]" in res.err and "demo.yaml:" in res.err, res.err
+
+
+def test_a_reserved_credential_param_is_named_not_redacted(tmp_path):
+    root = _project(tmp_path, "http://127.0.0.1:9/v1", 4)
+    spec = root / "specs" / "demo.yaml"
+    spec.write_text(spec.read_text().replace("  client: openai-http\n", "  client: openai-http\n  params: {api_key: x}\n"))
+    res = cli("validate", cwd=root)
+    message = next(line for line in res.err.splitlines() if "error [judge.params]" in line)  # (the excerpt below
+    # it shows the value redacted, as it should)
+    assert res.code == 2 and "geval-spec sets api_key itself" in message and "[redacted]" not in message, res.err
 
 
 def test_client_auto_and_cache_marks():

@@ -14,6 +14,7 @@ the TCVA verdict levels.
 # (no `from __future__ import annotations`: pydantic would evaluate 100-odd annotation strings at import)
 import re
 from typing import Annotated, Any, Literal, Union
+from urllib.parse import urlsplit
 
 from pydantic import (BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, JsonValue, Tag, field_validator,
                       model_validator)
@@ -191,10 +192,37 @@ class Judge(Base):
     @classmethod
     def _own_keys(cls, value: dict[str, JsonValue]) -> dict[str, JsonValue]:
         taken = sorted(set(value) & RESERVED_PARAMS)
-        if taken:
-            raise ValueError(f"{', '.join(taken)}: set by geval-spec itself; use the judge's own keys "
+        if taken:  # (no "api_key:" in the message: the redaction of errors took the next word for a key)
+            raise ValueError(f"geval-spec sets {', '.join(taken)} itself; use the judge's own keys "
                              "(temperature, max_tokens, seed, top_logprobs, json_mode) or the scoring method "
                              "instead, and credentials through the environment")
+        return value
+
+    @field_validator("api_base")
+    @classmethod
+    def _a_url(cls, value: str | None) -> str | None:
+        """A URL the client can send to (``http://``, ``http://[zz]/v1``, a port past 65535 or a space passed, then
+        every request failed as if the server were down: exit 3). The value is not repeated: it may hold a
+        password."""
+        if value is None:
+            return value
+        if any(c.isspace() or ord(c) < 32 or 127 <= ord(c) < 160 for c in value):
+            raise ValueError("api_base is not a URL: it holds a space or a control character")
+        try:
+            parts = urlsplit(value)
+            parts.port  # noqa: B018 (raises for a port that is not a number from 0 to 65535)
+            host = parts.hostname
+        except ValueError as exc:
+            raise ValueError(f"api_base is not a URL ({str(exc).split(':')[0]})") from None
+        if not host:
+            raise ValueError("api_base has no host: write it as http://host:port/path, e.g. http://localhost:8000/v1")
+        if "[" in parts.netloc:
+            import ipaddress
+
+            try:
+                ipaddress.IPv6Address(host)
+            except ValueError:
+                raise ValueError("api_base is not a URL: what is inside [ ] is not an IPv6 address") from None
         return value
 
     @property

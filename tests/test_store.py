@@ -473,6 +473,17 @@ def test_a_file_where_the_journals_go_is_an_input_error(tmp_path, kind):
     assert journals.is_symlink() or journals.read_text() == "x"
 
 
+def test_a_database_path_with_a_backslash_is_refused(tmp_path):
+    """DuckDB turned ``a\\nb.duckdb`` into ``a/nb.duckdb``: the file written was not the path geval-spec had checked
+    (for links, for what it must never replace), and the journal went elsewhere."""
+    from geval_spec.errors import StoreError
+
+    (tmp_path / "a").mkdir()
+    with pytest.raises(StoreError, match="reads a backslash"):
+        Store(tmp_path / "a\\nb.duckdb")
+    assert not (tmp_path / "a" / "nb.duckdb").exists() and not list(tmp_path.glob("a*nb*"))
+
+
 def test_a_limit_below_what_duckdb_holds_already_is_raised_until_it_fits(tmp_path):
     """DuckDB refuses a memory limit below what it holds ("could not free up enough memory"): exit 70 for
     GEVAL_STORE_MEMORY=1MB on a store DuckDB had read into more than that. The limit doubles until it fits."""

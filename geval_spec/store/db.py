@@ -118,6 +118,9 @@ class Store(JudgmentTables, BatchTable, ShardTables):
     def __init__(self, path: Path, wait: float = DEFAULT_WAIT, recover: bool = True,
                  memory_limit: str | None = None, vacuum: bool = True) -> None:
         self.path = Path(path)
+        if os.sep == "/" and "\\" in str(self.path):  # DuckDB reads it as a folder separator: the file it wrote
+            raise StoreError(f"cannot use {self.path} as a results database: DuckDB reads a backslash in a path as "
+                             "a folder separator; name the file without one")  # was not the one checked
         self.path.parent.mkdir(parents=True, exist_ok=True)
         journals = journal_dir(self.path)
         if (journals.exists() or journals.is_symlink()) and not journals.is_dir():

@@ -510,3 +510,26 @@ def test_html_of_lines_that_start_like_a_table_but_are_none_ends():
                                '<table><thead><tr><th>a</th><th>b</th></tr></thead><tbody><tr>'
                                '<td style="text-align:left">1</td><td style="text-align:right">2</td></tr>'
                                '</tbody></table>', "<p>after</p>"]
+
+
+def test_a_report_is_the_same_from_any_folder_of_the_project(tmp_path):
+    """report.md/json/html named the spec and the data relative to the current folder: a report written from
+    specs/ said data/x.jsonl and one from the root specs/data/x.jsonl, so committed reports changed with the folder
+    they were written from. They are named relative to the project root (and a run stores its spec's file so)."""
+    root = tmp_path / "p"
+    assert cli("init", str(root), "--ci", "none").code == 0
+    ran = cli("run", "summary-consistency", "--replay", str(root / "specs" / "cassettes" / "summary-consistency.jsonl"),
+              cwd=root / "specs")
+    assert ran.code in (0, 1), ran.err
+    written = {}
+    for where in (root, root / "specs", root / "specs" / "data"):
+        res = cli("report", "summary-consistency", "--format", "all", "--exit-zero", cwd=where)
+        assert res.code == 0, res.err
+        written[where] = {p.name: p.read_bytes() for p in (root / "reports" / "summary-consistency").iterdir()}
+    first = written[root]
+    assert all(w == first for w in written.values())
+    md = first["report.md"].decode()
+    assert "`specs/summary-consistency.yaml`" in md and "`specs/data/summaries.jsonl`" in md
+    run_id = re.search(r"run_[0-9a-f]{20}", md).group()
+    by_id = cli("report", run_id, "--format", "md", "--out", "-", "--exit-zero", cwd=root / "specs" / "data")
+    assert by_id.code == 0 and "`specs/summary-consistency.yaml`" in by_id.out and "`specs/data/summaries.jsonl`" in by_id.out

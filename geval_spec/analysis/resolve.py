@@ -19,7 +19,7 @@ from geval_spec.dataset.cases import file_sha256
 from geval_spec.errors import NoStoredRun, Problem, RefError
 from geval_spec.judge.types import Judgment
 from geval_spec.spec.load import ParsedSpec, ResolvedSpec, load_spec
-from geval_spec.spec.project import RUN_ID, Project, display_path
+from geval_spec.spec.project import RUN_ID, Project, project_path
 from geval_spec.store.db import Store
 from geval_spec.store.records import RunInfo
 
@@ -40,10 +40,10 @@ class Loaded:
                            findings=self.findings)
 
 
-def source_of_run(run: RunInfo) -> Source:
+def source_of_run(run: RunInfo, project: Project) -> Source:
     path = Path(run.data_path)
     return Source(spec=run.resolved.spec, run_id=run.run_id, judging_fp=run.judging_fp, analysis_fp=run.analysis_fp,
-                  data_path=path, data_display=display_path(path), run_data_sha256=run.data_sha256,
+                  data_path=path, data_display=project_path(path, project.root), run_data_sha256=run.data_sha256,
                   run_judges=run.labels)
 
 
@@ -57,17 +57,18 @@ def load(store: Store, project: Project, what: str, lean: bool = False) -> Loade
         if run.status != "completed":
             raise RefError(problems=[Problem(f"run {what} is {run.status}; its judgments are incomplete",
                                              hint=f"rerun the spec: geval-spec run {run.spec_ref}")])
-        return Loaded(source=source_of_run(run), run=run, case_ids=tuple(store.run_case_ids(run.run_id)),
+        return Loaded(source=source_of_run(run, project), run=run, case_ids=tuple(store.run_case_ids(run.run_id)),
                       judgments=tuple(store.judgments(run.run_id, lean, distributions=False)), label=what,
                       spec_file=run.spec_file, resolved=run.resolved, findings=store.findings(run.run_id))
     parsed = load_spec(project.resolve(what))
     run = newest_run(store, parsed, what)
     source = Source(spec=parsed.spec, run_id=run.run_id, judging_fp=parsed.judging_fp,
-                    analysis_fp=parsed.analysis_fp, data_path=parsed.data_path, data_display=parsed.data_display,
+                    analysis_fp=parsed.analysis_fp, data_path=parsed.data_path,
+                    data_display=project_path(parsed.data_path, project.root),
                     run_data_sha256=run.data_sha256, run_judges=run.labels, key_problem=parsed.key_problem)
     return Loaded(source=source, run=run, case_ids=tuple(store.run_case_ids(run.run_id)),
                   judgments=tuple(store.judgments(run.run_id, lean, distributions=False)), label=what,
-                  spec_file=parsed.source.display, resolved=parsed.resolved(), findings=store.findings(run.run_id))
+                  spec_file=parsed.source.report_name, resolved=parsed.resolved(), findings=store.findings(run.run_id))
 
 
 def newest_run(store: Store, parsed: ParsedSpec, ref: str | None = None) -> RunInfo:

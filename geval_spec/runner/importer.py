@@ -347,7 +347,7 @@ def import_judgments(parsed: ParsedSpec, path: Path, db: Path, judge: str | None
         if store.get_run(run_id) is not None:
             store.delete_run(run_id)  # an earlier, interrupted import of the same file
         info = RunInfo(run_id=run_id, kind="import", spec_name=parsed.name, spec_version=parsed.spec.version,
-                       spec_ref=ref or parsed.name, spec_file=parsed.source.display, judging_fp=parsed.judging_fp,
+                       spec_ref=ref or parsed.name, spec_file=parsed.source.report_name, judging_fp=parsed.judging_fp,
                        analysis_fp=parsed.analysis_fp, resolved=parsed.resolved(), judges=(RunJudge(label),),
                        method=parsed.spec.scoring.method, data_path=str(parsed.data_path),
                        data_sha256=dataset.sha256, tool_version=__version__, git_commit=parsed.source.commit(),

@@ -331,7 +331,7 @@ def _start(store: Store, parsed: ParsedSpec, data_sha256: str, cases: list[Case]
         for name in sorted({client_name(j.client, j.model) for j in judges}):  # a rerun that sends nothing
             warm_up(name)
     info = RunInfo(run_id=run_id, kind="run", spec_name=parsed.name, spec_version=parsed.spec.version,
-                   spec_ref=options.ref or parsed.name, spec_file=parsed.source.display,
+                   spec_ref=options.ref or parsed.name, spec_file=parsed.source.report_name,
                    judging_fp=parsed.judging_fp, analysis_fp=parsed.analysis_fp, resolved=parsed.resolved(),
                    judges=tuple(RunJudge.of(j) for j in judges), method=parsed.spec.scoring.method,
                    data_path=str(parsed.data_path), data_sha256=data_sha256, tool_version=__version__,

@@ -42,6 +42,13 @@ class SpecSource:
     rev: str | None = None  # full commit id when read from git
 
     @property
+    def report_name(self) -> str:
+        """How a report names the file: the same from any folder (``display`` is relative to the current one)."""
+        if self.rev is not None:
+            return self.display
+        return self.rel if self.rel is not None else project_path(Path(self.display), self.root)
+
+    @property
     def base_dir(self) -> Path:
         """Directory that relative paths in the spec are resolved against (working tree)."""
         if self.rel is None:
@@ -131,6 +138,16 @@ def display_path(path: Path, root: Path | None = None) -> str:
         except ValueError:
             continue
     return str(path)
+
+
+def project_path(path: Path, root: Path) -> str:
+    """How a report names a path: relative to the project root, else absolute (never relative to the current
+    folder: a report written from specs/ named the data data/x.jsonl, from the root specs/data/x.jsonl)."""
+    resolved = path.resolve()
+    try:
+        return resolved.relative_to(root.resolve()).as_posix() or "."
+    except ValueError:
+        return resolved.as_posix()
 
 
 def find_root(start: Path | None = None) -> Path:

@@ -280,3 +280,25 @@ def test_default_outputs_stay_in_the_project_when_a_folder_is_a_link(tmp_path):
     assert list(outside.rglob("*")) == []
     res = cli("report", "demo", "--out", str(outside / "r.md"), "--exit-zero", cwd=root)  # explicit: written
     assert res.code == 0 and (outside / "r.md").is_file(), res.err
+
+
+def test_a_spec_file_of_another_project_uses_that_projects_store_and_reports(tmp_path):
+    """``run /elsewhere/specs/x.yaml`` made .geval/ in the current folder, and ``report`` of the same path wrote
+    reports/ there (or found no database): the project of a spec file is the one its path is in."""
+    project, here = tmp_path / "p1", tmp_path / "elsewhere"
+    assert cli("init", str(project), "--ci", "none").code == 0
+    here.mkdir()
+    spec = str(project / "specs" / "summary-consistency.yaml")
+    ran = cli("run", spec, "--replay", str(project / "specs" / "cassettes" / "summary-consistency.jsonl"), cwd=here)
+    assert ran.code in (0, 1), ran.err
+    assert (project / ".geval" / "results.duckdb").is_file() and not (here / ".geval").exists()
+    res = cli("report", spec, "--exit-zero", cwd=here)
+    assert res.code == 0, res.err
+    assert (project / "reports" / "summary-consistency" / "report.md").is_file() and not (here / "reports").exists()
+    for args in (("render", spec), ("audit", spec)):
+        assert cli(*args, cwd=here).code == 0
+    assert sorted(p.name for p in here.iterdir()) == []
+    other = tmp_path / "other"
+    assert cli("init", str(other), "--ci", "none").code == 0
+    res = cli("--root", str(other), "report", spec, "--exit-zero", cwd=here)  # --root stays the project
+    assert res.code == 2 and "no results database" in res.err, res.err

@@ -8,8 +8,8 @@ from typing import Literal, Optional
 
 import typer
 
-from geval_spec.cli.common import (DB_HELP, app, db_path, default_output, echo, echo_err, handled, kept, project,
-                               write_out)
+from geval_spec.cli.common import (DB_HELP, app, db_path, default_output, echo, echo_err, follow_ref, handled, kept,
+                               project, write_out)
 from geval_spec.cli.progress import ProgressView
 from geval_spec.errors import EXIT_GATE, EXIT_OK, InputError, Problem
 
@@ -55,6 +55,7 @@ def report(
       2    unknown run or REF, no results database, invalid spec or arguments
       141  standard output closed before the report was written (--out - | head)
     """
+    follow_ref(what)
     from geval_spec.analysis.calibration import build
     from geval_spec.analysis.resolve import load
     from geval_spec.files import prepare_output
@@ -119,6 +120,7 @@ def sweep(
       0  written (or printed with --out -)
       2  no stored run, or a spec not using scoring.method verdicts
     """
+    follow_ref(what)
     import json
 
     from geval_spec.analysis.resolve import load
@@ -227,6 +229,7 @@ def audit(
       0  written (or printed with --out -); findings are reported, not failed on
       2  invalid spec or data
     """
+    follow_ref(ref)
     from geval_spec.analysis.audit import audit as run_audit
     from geval_spec.dataset.cases import read_cases
     from geval_spec.files import prepare_output
@@ -271,6 +274,7 @@ def label_sample(
       0  written (or printed with --out -)
       2  invalid spec or data, an unknown REF, or --n below 1 or above the unlabelled count
     """
+    follow_ref(ref)
     from geval_spec.analysis.labelsample import label_sample as draw
     from geval_spec.dataset.cases import read_cases
     from geval_spec.files import prepare_output

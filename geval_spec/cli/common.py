@@ -162,6 +162,25 @@ def project() -> Any:
     return Project(STATE.root.resolve() if STATE.root else find_root())
 
 
+def follow_ref(ref: str) -> None:
+    """A REF that is the path of a spec file in a project (a folder above it holds specs/) makes that project the
+    command's: its database, reports and data, as when the command runs in it (spec-format.md: the database is
+    next to specs/). It made the current folder's before. ``--root``, when given, stays."""
+    from geval_spec.spec.project import find_root
+
+    if STATE.root is not None:
+        return
+    try:
+        path = Path(ref)
+        if not path.is_file():
+            return
+        root = find_root(path.resolve().parent)
+    except (OSError, ValueError):  # not a path this system can have: the command says so
+        return
+    if (root / "specs").is_dir():
+        STATE.root = root
+
+
 def db_path(db: Optional[Path]) -> Path:
     """``--db``, or the project's default database (which must not lead outside the project through a link)."""
     from geval_spec.files import leads_outside

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any, Literal, Optional
 
 import typer
 
-from geval_spec.cli.common import DB_HELP, app, db_path, echo, echo_err, handled, kept, project, shown, write_out
+from geval_spec.cli.common import (DB_HELP, app, db_path, echo, echo_err, follow_ref, handled, kept, project, shown,
+                                   write_out)
 from geval_spec.cli.progress import ProgressView
 from geval_spec.errors import EXIT_GATE, EXIT_INPUT, EXIT_OK, InputError, Problem
 
@@ -135,6 +136,7 @@ def run(
            or a batch failed at the provider
       130  Ctrl-C (the next run goes on)
     """
+    follow_ref(ref)
     from geval_spec.files import prepare_output
     from geval_spec.judge.clients.replay import check_cassette
     from geval_spec.runner.run import RunOptions
@@ -294,6 +296,7 @@ def import_cmd(
       0    imported
       2    invalid spec, or a line that is not a judgment of this spec (file:line)
     """
+    follow_ref(ref)
     from geval_spec.runner.importer import import_judgments
     from geval_spec.spec.load import load_spec
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal, Optional
 
 import typer
 
-from geval_spec.cli.common import app, console, echo, echo_err, handled, print_problems, project, safe
+from geval_spec.cli.common import app, console, echo, echo_err, follow_ref, handled, print_problems, project, safe
 from geval_spec.errors import EXIT_INPUT, EXIT_OK, InputError, Problem
 
 if TYPE_CHECKING:
@@ -253,6 +253,7 @@ def render(
       0  printed
       2  the spec, its data or its template is invalid, or no such case
     """
+    follow_ref(ref)
     from geval_spec.runner.validate import preview
     from geval_spec.spec.load import load_spec
 

@@ -214,3 +214,28 @@ def test_shard_counts_are_bounded(tmp_path):
                               "'1/99999999999999999999')")
         res = cli("merge", "a.duckdb", "--db", "m.duckdb", cwd=root)
         assert res.code == 2 and "2/99999999999999999999" in res.err and "and more missing" in res.err, res.err
+
+
+def test_shards_already_in_the_target_store_count_toward_the_set(tmp_path):
+    """A shard run into the default store, the other into a file of its own: ``merge b2.duckdb`` said shard 1/2
+    was missing, though the target held it, and so did merging in steps (two shards, then the third)."""
+    with FakeOpenAI(ServerConfig()) as srv:
+        whole = make_project(tmp_path / "whole", srv.base_url, n=24, client="openai-http")
+        one = cli("run", "demo", cwd=whole)
+        assert one.code == 0, one.err
+        root = make_project(tmp_path / "p", srv.base_url, n=24, client="openai-http")
+        assert cli("run", "demo", "--shard", "1/2", cwd=root).code == 0  # into .geval/results.duckdb
+        assert cli("run", "demo", "--shard", "2/2", "--db", "b2.duckdb", cwd=root).code == 0
+        merged = cli("merge", "b2.duckdb", cwd=root)
+        assert merged.code == 0, merged.err
+        assert merged.out.strip().splitlines()[-1] == one.out.strip().splitlines()[-1]
+        report = json.loads(cli("report", "demo", "--format", "json", "--out", "-", "--exit-zero", cwd=root).out)
+        assert report["cases"]["n"] == 24 and report["cases"]["missing"] == 0
+
+        for k in (1, 2, 3):
+            assert cli("run", "demo", "--shard", f"{k}/3", "--db", f"t{k}.duckdb", cwd=root).code == 0
+        first = cli("merge", "t1.duckdb", "t2.duckdb", "--db", "m.duckdb", cwd=root)
+        assert first.code == 2 and "3/3 missing or not completed" in first.err, first.err
+        second = cli("merge", "t3.duckdb", "--db", "m.duckdb", cwd=root)
+        assert second.code == 0, second.err
+        assert second.out.strip().splitlines()[-1] == one.out.strip().splitlines()[-1]

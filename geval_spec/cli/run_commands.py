@@ -375,7 +375,8 @@ def merge(
     """Merge the stores of shards (run --shard K/N --db ...) into one; each complete set becomes one run.
 
     A complete set of shards becomes the run an unsharded run would have made (its report is the same,
-    byte for byte); an incomplete set is copied and named.
+    byte for byte); an incomplete set is copied and named. Shards the target holds already count: a shard
+    run into the default store, or sets merged in steps.
 
     \b
     Examples:
@@ -386,7 +387,8 @@ def merge(
     \b
     Exit codes:
       0    merged
-      2    a file that is not a results database (or is the target itself), no store given
+      2    a set of shards is incomplete (copied, not combined), a file that is not a results database (or
+           is the target itself), no store given
     """
     from geval_spec.runner.shards import merge as merge_stores
 

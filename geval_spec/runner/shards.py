@@ -52,6 +52,12 @@ def merge(db: Path, sources: Sequence[Path]) -> Merged:
         families: dict[tuple[object, ...], list[RunInfo]] = {}
         for run in shards:
             families.setdefault(_family(run), []).append(run)
+        # the target's own shards of the same runs count too: a shard run into the target (the default store),
+        # or merged in an earlier step, left every later merge of the others incomplete
+        for spec_name, judging_fp in sorted({(r.spec_name, r.judging_fp) for r in shards}):
+            for run in store.find_runs(spec_name=spec_name, judging_fp=judging_fp):
+                if run.settings.shard and run.run_id not in copied and _family(run) in families:
+                    families[_family(run)].append(run)
         made, incomplete = [], []
         for family, runs in sorted(families.items(), key=lambda kv: str(kv[0])):
             n = int(str(family[-1]))

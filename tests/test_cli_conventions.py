@@ -251,6 +251,12 @@ def test_a_mistyped_run_id_is_not_called_a_spec(tmp_path):
     Store(root / ".geval" / "results.duckdb").close()  # a store, so that the name is what is looked up
     res = cli("report", "run_nope", cwd=root)
     assert res.code == 2 and "neither a run id nor a spec name" in res.err and "run_ and 20 characters" in res.err
+    # a well-formed run id given to a command that takes a spec: it was called "neither a run id nor a spec name",
+    # with the hint that a run id looks exactly as it did
+    for command in (("audit",), ("render",), ("label-sample", "--n", "2")):
+        res = cli(*command, "run_25d0c12b9f6b2dafc160", cwd=root)
+        assert res.code == 2 and "is a run id; this command takes a spec REF" in res.err, (command, res.err)
+        assert "neither" not in res.err
 
 
 def test_default_outputs_stay_in_the_project_when_a_folder_is_a_link(tmp_path):

@@ -141,7 +141,7 @@ def test_scores_imported_for_a_verdicts_spec_say_that_temperature_and_sweep_cann
     assert res.code == 0 and "--temperature 0.1 changes nothing here" in res.out
     assert "changes nothing" not in cli("report", "p", "--out", "-", "--exit-zero", cwd=tmp_path).out
     sweep = cli("sweep", "p", "--out", "-", cwd=tmp_path)
-    assert sweep.code == 2 and "stores scores, not verdicts" in sweep.err
+    assert sweep.code == 2 and "stores no verdicts" in sweep.err
 
 
 def test_an_id_that_differs_only_in_unicode_normalisation_is_named_as_such(tmp_path):

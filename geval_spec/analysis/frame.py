@@ -279,8 +279,8 @@ def build_frame(source: Source, run_case_ids: Sequence[str], judgments: Sequence
     method = spec.scoring.method
     t = temperature if temperature is not None else (spec.aggregation.temperature if method == "verdicts" else None)
     if temperature is not None and method == "verdicts" and all(j.verdicts is None for j in judgments):
-        notes.append(f"--temperature {temperature:g} changes nothing here: this run stores scores, not verdicts "
-                     "(an import of score lines), and they are reported as stored")
+        notes.append(f"--temperature {temperature:g} changes nothing here: this run stores no verdicts "
+                     "(an import of score or error lines), and its scores are reported as stored")
     judges = list(dict.fromkeys(j.judge for j in judgments)) or list(source.run_judges)
     per_judge: dict[str, list[Judgment]] = {name: [] for name in judges}
     in_run = {c.id for c in cases}

@@ -146,7 +146,7 @@ def sweep_report(loaded: Loaded) -> SweepReport:
                                            hint="add split: {by: group, fractions: {dev: 0.5, test: 0.5}}")])
     if all(j.verdicts is None for j in loaded.judgments):
         raise InputError(problems=[Problem(
-            f"run {loaded.run.run_id} stores scores, not verdicts (an import of score lines): there are no "
+            f"run {loaded.run.run_id} stores no verdicts (an import of score or error lines): there are no "
             "verdicts to re-aggregate at other temperatures",
             hint="import the verdicts themselves (one 'verdicts' line per case), or run the spec")])
     block = sweep(loaded.source, loaded.case_ids, loaded.judgments, findings=loaded.findings)

@@ -219,6 +219,9 @@ class Project:
             close = difflib.get_close_matches(name, known, n=1)
             hint = f"did you mean '{close[0]}'?" if close else (
                 f"specs here: {', '.join(known)}" if known else f"no specs in {self.specs_dir}")
+            if RUN_ID.match(name):  # audit, label-sample, run, import and render take a spec, not a run
+                raise RefError(problems=[Problem(f"{name!r} is a run id; this command takes a spec REF: its name, "
+                                                 "its file, or name@<git-rev>", hint=hint)])
             if name.startswith("run_"):  # meant as a run id: those are run_ and 20 characters of 0-9 and a-f
                 raise RefError(problems=[Problem(f"{name!r} is neither a run id nor a spec name",
                                                  hint="a run id is run_ and 20 characters of 0-9 and a-f, as "

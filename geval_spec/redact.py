@@ -85,9 +85,19 @@ def _secret_names(keys: tuple[bytes | str, ...]) -> tuple[str, ...]:
     return tuple(n for n in names if is_secret_name(n))
 
 
+# a key's public prefix (sk-, sk-proj-, gsk_, xai-): what follows it is the secret, and a server may echo that alone
+_PUBLIC_PREFIX = re.compile(r"^(?:[A-Za-z0-9]{1,12}[-_]){1,3}(?=.{16,}$)", re.DOTALL)
+
+
 @lru_cache(maxsize=8)
 def _longest_first(raw: tuple[str, ...]) -> tuple[str, ...]:
-    found = {v.strip() for v in raw if len(v.strip()) >= MIN_SECRET_LENGTH}
+    found = set()
+    for value in raw:
+        value = value.strip()
+        if len(value) >= MIN_SECRET_LENGTH:
+            found.add(value)
+            if (prefix := _PUBLIC_PREFIX.match(value)) is not None:
+                found.add(value[prefix.end():])
     return tuple(sorted(found, key=lambda v: (-len(v), v)))
 
 

@@ -59,3 +59,17 @@ def test_the_key_is_sent_and_answers_stay_readable(tmp_path, monkeypatch):
         root = make_project(tmp_path, server.base_url, n=4, client="openai-http")
         res = cli("run", "demo", cwd=root)
     assert res.code == 0 and "4 valid" in res.out, res.err + res.out
+
+
+def test_a_key_echoed_without_its_public_prefix_is_redacted():
+    """A server that echoed the key without its ``sk-`` got it stored as it was: the prefix is public, the rest is
+    the secret."""
+    from geval_spec.redact import redact, secret_values
+
+    env = [("OPENAI_API_KEY", "sk-testsecretkey1234567890abcdef"), ("GROQ_API_KEY", "gsk_proj-abcdefghijklmnop9876"),
+           ("SHORT_TOKEN", "ab-cdefghijkl"), ("PLAIN_PASSWORD", "hunter2hunter2")]
+    values = secret_values(env)
+    assert "testsecretkey1234567890abcdef" in values and "abcdefghijklmnop9876" in values
+    assert "cdefghijkl" not in values  # too short to be a secret of its own: ordinary words would be masked
+    text = "echo: testsecretkey1234567890abcdef and abcdefghijklmnop9876 and cdefghijkl and hunter2hunter2"
+    assert redact(text, values) == "echo: [redacted] and [redacted] and cdefghijkl and [redacted]"

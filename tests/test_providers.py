@@ -264,6 +264,25 @@ def test_an_api_base_that_is_no_url_is_refused_by_validate(tmp_path, api_base, s
         assert res.code == 2 and said in res.err and "[judge.api_base]" in res.err and "demo.yaml:" in res.err, res.err
 
 
+def test_a_run_stored_with_an_api_base_the_check_refuses_stays_readable(tmp_path):
+    """The check belongs to reading a spec file: made as a validator of the spec model, it also ran on the specs
+    stored with runs, and a run stored before it (a replayed run never contacts its api_base) crashed report, and
+    the next run of the mended spec, with exit 70."""
+    from geval_spec.store.db import Store
+
+    with FakeOpenAI(ServerConfig()) as srv:
+        root = _project(tmp_path, srv.base_url, 4)
+        ran = cli("run", "demo", cwd=root)
+        assert ran.code in (0, 1), ran.err
+    run_id = ran.out.strip().splitlines()[-1]
+    with Store(root / ".geval" / "results.duckdb") as store:
+        store.con.execute("UPDATE runs SET spec_json = replace(spec_json, ?, 'http://localhost:99999/v1')",
+                          [srv.base_url])
+        assert "99999" in store.con.execute("SELECT spec_json FROM runs").fetchone()[0]
+    res = cli("report", run_id, "--exit-zero", "--out", "-", cwd=root)
+    assert res.code == 0, res.err
+
+
 def test_a_reserved_credential_param_is_named_not_redacted(tmp_path):
     root = _project(tmp_path, "http://127.0.0.1:9/v1", 4)
     spec = root / "specs" / "demo.yaml"

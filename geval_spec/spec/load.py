@@ -22,7 +22,7 @@ from geval_spec.spec.fingerprint import fingerprints
 from geval_spec.spec.lock import StepsLock, lock_rel, parse_lock, stale_problem
 from geval_spec.spec.parse import parse_spec
 from geval_spec.spec.project import Project, SpecSource, display_path
-from geval_spec.spec.sections import GenerateSteps, Spec
+from geval_spec.spec.sections import GenerateSteps, Spec, api_base_problem
 from geval_spec.spec.template import TemplateSource
 from geval_spec.spec.yamldoc import Path as KeyPath
 from geval_spec.spec.yamldoc import YamlDocument, load_yaml
@@ -151,15 +151,18 @@ def _path_problems(spec: Spec, doc: YamlDocument, source: SpecSource) -> tuple[l
 
 
 def _credential_problems(spec: Spec, doc: YamlDocument) -> list[Problem]:
-    """A judge.api_base holding a password or key: it would be committed, printed and stored."""
+    """A judge.api_base that is no URL, or holds a password or key: it would be committed, printed and stored."""
     out = []
     for i, judge in enumerate(spec.panel):
         if judge.api_base is None:
             continue
+        where: KeyPath = ("judge", "api_base") if spec.judge is not None else ("judges", i, "api_base")
+        if (not_a_url := api_base_problem(judge.api_base)) is not None:
+            out.append(doc.problem(where, not_a_url))
+            continue
         reason = url_credentials(judge.api_base)
         if reason is None:
             continue
-        where: KeyPath = ("judge", "api_base") if spec.judge is not None else ("judges", i, "api_base")
         out.append(doc.problem(where, f"api_base holds credentials ({reason}); a spec is committed and printed, "
                                       "so keys never belong in it",
                                hint="remove them from the URL and set the provider's key variable "

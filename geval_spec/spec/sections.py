@@ -198,36 +198,34 @@ class Judge(Base):
                              "instead, and credentials through the environment")
         return value
 
-    @field_validator("api_base")
-    @classmethod
-    def _a_url(cls, value: str | None) -> str | None:
-        """A URL the client can send to (``http://``, ``http://[zz]/v1``, a port past 65535 or a space passed, then
-        every request failed as if the server were down: exit 3). The value is not repeated: it may hold a
-        password."""
-        if value is None:
-            return value
-        if any(c.isspace() or ord(c) < 32 or 127 <= ord(c) < 160 for c in value):
-            raise ValueError("api_base is not a URL: it holds a space or a control character")
-        try:
-            parts = urlsplit(value)
-            parts.port  # noqa: B018 (raises for a port that is not a number from 0 to 65535)
-            host = parts.hostname
-        except ValueError as exc:
-            raise ValueError(f"api_base is not a URL ({str(exc).split(':')[0]})") from None
-        if not host:
-            raise ValueError("api_base has no host: write it as http://host:port/path, e.g. http://localhost:8000/v1")
-        if "[" in parts.netloc:
-            import ipaddress
-
-            try:
-                ipaddress.IPv6Address(host)
-            except ValueError:
-                raise ValueError("api_base is not a URL: what is inside [ ] is not an IPv6 address") from None
-        return value
-
     @property
     def label(self) -> str:
         return self.name or self.model
+
+
+def api_base_problem(value: str) -> str | None:
+    """Why ``judge.api_base`` is no URL the client can send to, or None (``http://``, ``http://[zz]/v1``, a port
+    past 65535 or a space passed validate, and the run then failed every request as if the server were down:
+    exit 3). Checked when a spec file is read, not when a stored run's spec is (a run stored before the check
+    must stay readable). The value is not repeated: it may hold a password."""
+    if any(c.isspace() or ord(c) < 32 or 127 <= ord(c) < 160 for c in value):
+        return "api_base is not a URL: it holds a space or a control character"
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 (raises for a port that is not a number from 0 to 65535)
+        host = parts.hostname
+    except ValueError as exc:
+        return f"api_base is not a URL ({str(exc).split(':')[0]})"
+    if not host:
+        return "api_base has no host: write it as http://host:port/path, e.g. http://localhost:8000/v1"
+    if "[" in parts.netloc:
+        import ipaddress
+
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            return "api_base is not a URL: what is inside [ ] is not an IPv6 address"
+    return None
 
 
 class Language(Base):

@@ -122,10 +122,6 @@ class Store(JudgmentTables, BatchTable, ShardTables):
             raise StoreError(f"cannot use {self.path} as a results database: DuckDB reads a backslash in a path as "
                              "a folder separator; name the file without one")  # was not the one checked
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        journals = journal_dir(self.path)
-        if (journals.exists() or journals.is_symlink()) and not journals.is_dir():
-            raise StoreError(f"{journals} is in the way of the results database's journals: it must be a folder "
-                             "(or absent); move it, or give --db another file")
         self.con = _Connection(_connect(self.path, wait), self)
         self.wait, self.memory_limit, self.vacuum = wait, memory_limit, vacuum
         try:

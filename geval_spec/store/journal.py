@@ -24,6 +24,7 @@ import os
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence, TypeVar
 
+from geval_spec.errors import StoreError
 from geval_spec.store.records import Planned, ResponseRecord
 
 T = TypeVar("T")
@@ -33,7 +34,11 @@ class Journal:
     """Append-only file of received responses; survives a killed process."""
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        folder = path.parent
+        if (folder.exists() or folder.is_symlink()) and not folder.is_dir():  # (FileExistsError: exit 70)
+            raise StoreError(f"{folder} is in the way of the results database's journals: it must be a folder (or "
+                             "absent); move it, or give --db another file")
+        folder.mkdir(parents=True, exist_ok=True)
         self.path = path
         self.planned_path = planned_path(path)
         self._fd: int | None = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)

@@ -85,8 +85,10 @@ def _secret_names(keys: tuple[bytes | str, ...]) -> tuple[str, ...]:
     return tuple(n for n in names if is_secret_name(n))
 
 
-# a key's public prefix (sk-, sk-proj-, gsk_, xai-): what follows it is the secret, and a server may echo that alone
-_PUBLIC_PREFIX = re.compile(r"^(?:[A-Za-z0-9]{1,12}[-_]){1,3}(?=.{16,}$)", re.DOTALL)
+# a provider key's public prefix: what follows it is the secret, and a server may echo that alone (only the known
+# prefixes: any word and a dash made "credentials.json" of my-gcp-project-credentials.json a secret everywhere)
+_PUBLIC_PREFIX = re.compile(r"^(?:sk-(?:proj-|ant-(?:api\d+-|admin\d+-)?|svcacct-|admin-)?|gsk_|xai-|hf_|r8_|"
+                            r"gh[pousr]_|github_pat_|AIza)(?=.{16,}$)", re.DOTALL)
 
 
 @lru_cache(maxsize=8)

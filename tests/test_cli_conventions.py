@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -300,8 +301,13 @@ def test_a_spec_file_of_another_project_uses_that_projects_store_and_reports(tmp
     assert (project / ".geval" / "results.duckdb").is_file() and not (here / ".geval").exists()
     res = cli("report", spec, "--exit-zero", cwd=here)
     assert res.code == 0, res.err
+    hint = ran.out.split("next: ")[1].split("  (or:")[0]  # the command the run prints works from here
+    assert "--db" in hint, ran.out
+    again = cli(*shlex.split(hint)[1:], "--exit-zero", "--out", "-", cwd=here)
+    assert again.code == 0, again.err
     assert (project / "reports" / "summary-consistency" / "report.md").is_file() and not (here / "reports").exists()
-    for args in (("render", spec), ("audit", spec)):
+    run_id = ran.out.strip().splitlines()[-1]
+    for args in (("render", spec), ("audit", spec), ("compare", run_id, spec, "--out", "-")):
         assert cli(*args, cwd=here).code == 0
     assert sorted(p.name for p in here.iterdir()) == []
     other = tmp_path / "other"

@@ -66,10 +66,16 @@ def test_a_key_echoed_without_its_public_prefix_is_redacted():
     the secret."""
     from geval_spec.redact import redact, secret_values
 
-    env = [("OPENAI_API_KEY", "sk-testsecretkey1234567890abcdef"), ("GROQ_API_KEY", "gsk_proj-abcdefghijklmnop9876"),
-           ("SHORT_TOKEN", "ab-cdefghijkl"), ("PLAIN_PASSWORD", "hunter2hunter2")]
+    env = [("OPENAI_API_KEY", "sk-testsecretkey1234567890abcdef"), ("GROQ_API_KEY", "gsk_abcdefghijklmnop9876"),
+           ("ANTHROPIC_API_KEY", "sk-ant-api03-Zyxwvutsrqponmlk42"), ("SHORT_TOKEN", "sk-cdefghijkl"),
+           ("PLAIN_PASSWORD", "hunter2hunter2"), ("GOOGLE_APPLICATION_CREDENTIALS", "my-gcp-project-credentials.json"),
+           ("DB_PASSWORD", "correct-horse-battery-staple")]
     values = secret_values(env)
-    assert "testsecretkey1234567890abcdef" in values and "abcdefghijklmnop9876" in values
+    assert {"testsecretkey1234567890abcdef", "abcdefghijklmnop9876", "Zyxwvutsrqponmlk42"} <= set(values)
     assert "cdefghijkl" not in values  # too short to be a secret of its own: ordinary words would be masked
-    text = "echo: testsecretkey1234567890abcdef and abcdefghijklmnop9876 and cdefghijkl and hunter2hunter2"
-    assert redact(text, values) == "echo: [redacted] and [redacted] and cdefghijkl and [redacted]"
+    # only a provider's public prefix is taken off: a value's first words are no prefix
+    assert "credentials.json" not in values and "horse-battery-staple" not in values
+    text = ("echo: testsecretkey1234567890abcdef and abcdefghijklmnop9876 and Zyxwvutsrqponmlk42 and cdefghijkl and "
+            "hunter2hunter2; see credentials.json, a horse-battery-staple phrase")
+    assert redact(text, values) == ("echo: [redacted] and [redacted] and [redacted] and cdefghijkl and [redacted]; "
+                                    "see credentials.json, a horse-battery-staple phrase")

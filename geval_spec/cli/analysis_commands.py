@@ -181,6 +181,8 @@ def compare(
       2    unknown run or REF, no stored run for a REF (give --run), invalid arguments
       3    --run could not reach the judge
     """
+    follow_ref(a)
+    follow_ref(b)  # (the first spec file's project, when both are)
     from geval_spec.analysis.compare import compare as run_compare
     from geval_spec.analysis.compare import load_side
     from geval_spec.files import prepare_output

@@ -243,7 +243,8 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _global(
-    root: Optional[Path] = typer.Option(None, "--root", help="Project directory (default: nearest one with specs/)."),
+    root: Optional[Path] = typer.Option(None, "--root", help="Project directory (default: the nearest one with "
+                                        "specs/ above the current folder, or above a REF's spec file)."),
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks."),
     version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
                                  help="Print the version and exit."),

@@ -133,7 +133,8 @@ def init(
     \b
     Exit codes:
       0  the project was written (or was already up to date)
-      2  a file exists and differs (nothing was written), or DIR is not a folder
+      2  a file exists and differs (nothing was written), DIR is not a folder, or --install is blank or
+         holds a control character (a newline)
     """
     root = directory
     if install is not None and (not install.strip() or any(ord(c) < 32 or ord(c) == 127 for c in install)):

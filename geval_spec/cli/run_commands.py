@@ -70,7 +70,12 @@ def print_run(parsed: ParsedSpec, r: RunResult, gate_line: str, ref: str, replay
     echo(gate_line)
     if r.batch:
         echo(f"batch: {r.batch} answer(s) came through the provider's batch API, costed at its batch price")
-    db = "" if Path(r.db) == project().default_db else f" --db {shlex.quote(shown(Path(r.db)))}"
+    from geval_spec.spec.project import Project, find_root
+
+    # --db unless the store is the default of the project found from here (the commands printed are run from here:
+    # a spec file of another project, or --root, stores elsewhere)
+    here = Project(find_root()).default_db
+    db = "" if Path(r.db) == here else f" --db {shlex.quote(shown(Path(r.db)))}"
     other = f"  (or: geval-spec report {ref}{db})" if part is None else f"  (a run of {part}: {ref} names whole runs)"
     echo(f"stored in {shown(Path(r.db))}; next: geval-spec report {r.run_id}{db}{other}")
     echo(r.run_id)

@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from geval_spec.errors import GevalError, Problem, Severity, SpecError, errors_only
 from geval_spec.files import OutsideProject, ReadError, check_input
@@ -22,7 +23,7 @@ from geval_spec.spec.fingerprint import fingerprints
 from geval_spec.spec.lock import StepsLock, lock_rel, parse_lock, stale_problem
 from geval_spec.spec.parse import parse_spec
 from geval_spec.spec.project import Project, SpecSource, display_path
-from geval_spec.spec.sections import GenerateSteps, Spec, api_base_problem
+from geval_spec.spec.sections import GenerateSteps, Spec
 from geval_spec.spec.template import TemplateSource
 from geval_spec.spec.yamldoc import Path as KeyPath
 from geval_spec.spec.yamldoc import YamlDocument, load_yaml
@@ -148,6 +149,31 @@ def _path_problems(spec: Spec, doc: YamlDocument, source: SpecSource) -> tuple[l
     except OSError:
         pass
     return out, keys
+
+
+def api_base_problem(value: str) -> str | None:
+    """Why ``judge.api_base`` is no URL the client can send to, or None (``http://``, ``http://[zz]/v1``, a port
+    past 65535 or a space passed validate, and the run then failed every request as if the server were down:
+    exit 3). Checked when a spec file is read, not when a stored run's spec is (a run stored before the check
+    must stay readable). The value is not repeated: it may hold a password."""
+    if any(c.isspace() or ord(c) < 32 or 127 <= ord(c) < 160 for c in value):
+        return "api_base is not a URL: it holds a space or a control character"
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 (raises for a port that is not a number from 0 to 65535)
+        host = parts.hostname
+    except ValueError as exc:
+        return f"api_base is not a URL ({str(exc).split(':')[0]})"
+    if not host:
+        return "api_base has no host: write it as http://host:port/path, e.g. http://localhost:8000/v1"
+    if "[" in parts.netloc:
+        import ipaddress
+
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            return "api_base is not a URL: what is inside [ ] is not an IPv6 address"
+    return None
 
 
 def _credential_problems(spec: Spec, doc: YamlDocument) -> list[Problem]:

@@ -14,7 +14,6 @@ the TCVA verdict levels.
 # (no `from __future__ import annotations`: pydantic would evaluate 100-odd annotation strings at import)
 import re
 from typing import Annotated, Any, Literal, Union
-from urllib.parse import urlsplit
 
 from pydantic import (BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, JsonValue, Tag, field_validator,
                       model_validator)
@@ -201,31 +200,6 @@ class Judge(Base):
     @property
     def label(self) -> str:
         return self.name or self.model
-
-
-def api_base_problem(value: str) -> str | None:
-    """Why ``judge.api_base`` is no URL the client can send to, or None (``http://``, ``http://[zz]/v1``, a port
-    past 65535 or a space passed validate, and the run then failed every request as if the server were down:
-    exit 3). Checked when a spec file is read, not when a stored run's spec is (a run stored before the check
-    must stay readable). The value is not repeated: it may hold a password."""
-    if any(c.isspace() or ord(c) < 32 or 127 <= ord(c) < 160 for c in value):
-        return "api_base is not a URL: it holds a space or a control character"
-    try:
-        parts = urlsplit(value)
-        parts.port  # noqa: B018 (raises for a port that is not a number from 0 to 65535)
-        host = parts.hostname
-    except ValueError as exc:
-        return f"api_base is not a URL ({str(exc).split(':')[0]})"
-    if not host:
-        return "api_base has no host: write it as http://host:port/path, e.g. http://localhost:8000/v1"
-    if "[" in parts.netloc:
-        import ipaddress
-
-        try:
-            ipaddress.IPv6Address(host)
-        except ValueError:
-            return "api_base is not a URL: what is inside [ ] is not an IPv6 address"
-    return None
 
 
 class Language(Base):

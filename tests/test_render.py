@@ -174,12 +174,16 @@ def test_a_case_value_named_like_a_spec_variable_is_not_served_from_the_reused_b
 
 def test_a_reused_block_still_counts_against_the_output_limit(monkeypatch):
     text = "{% block system %}{{ task * 40 }}{% endblock %}" + _USER
-    r = _renderer(text)
     fields = {"history": "h", "fact": "f", "candidate": "c"}
-    size = len([r.render("a", fields) for _ in range(REUSE_AFTER + 1)][-1].messages[0].content)
-    monkeypatch.setenv("GEVAL_RENDER_MAX_BYTES", str(size + 3))  # the system block alone fits, with the case not
+    size = len(_renderer(text).render("a", fields).messages[0].content)
+    # (a renderer reads the limits once, at its first render)
+    monkeypatch.setenv("GEVAL_RENDER_MAX_BYTES", str(size + 3 + len("hfc")))  # case a fits, case b does not
+    r = _renderer(text)
+    for _ in range(REUSE_AFTER + 1):
+        r.render("a", fields)
+    assert r._same  # the system block is reused now
     with pytest.raises(TemplateError, match="case 'b'"):
-        r.render("b", fields)
+        r.render("b", dict(fields, candidate="c" * 10))
 
 
 def test_a_template_runtime_error_from_cycler_is_a_template_error():

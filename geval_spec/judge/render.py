@@ -170,6 +170,7 @@ class Renderer:
         self._renders = 0
         self._fixed: dict[str, frozenset[str]] = {}  # block -> the names it reads, for the blocks that may be kept
         self._same: dict[str, str] = {}  # block -> its output, as rendered (before strip)
+        self._limits: Any = None  # the render limits, read from the environment at the first render
 
     def _load(self, name: str) -> tuple[str, str, Callable[[], bool]] | None:
         """Jinja's loader: the template itself, or a file of the project it includes (never one outside)."""
@@ -270,7 +271,9 @@ class Renderer:
 
         from geval_spec.judge.sandbox import Budget, LimitExceeded, Limits
 
-        budget = Budget(Limits.from_env())
+        if self._limits is None:  # (once per renderer, which a run makes per chunk: not once per case)
+            self._limits = Limits.from_env()
+        budget = Budget(self._limits)
         try:
             with self.env.limited(budget):
                 try:

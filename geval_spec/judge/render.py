@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 from functools import cached_property
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from geval_spec.errors import Problem, TemplateError
 from geval_spec.files import ReadError
@@ -33,6 +33,9 @@ from geval_spec.spec.load import ParsedSpec
 from geval_spec.spec.sections import VERDICT_LEVELS, Spec
 from geval_spec.spec.template import BUILTIN_PREFIX, CASE_VARS, PAIR_VARS, SPEC_VARS, TemplateSource
 from geval_spec.spec.yamldoc import Path as KeyPath
+
+if TYPE_CHECKING:
+    from geval_spec.judge.sandbox import Limits
 
 LENGTH_CLAUSE = ("Do not reward length: extra sentences that add nothing the criterion asks for, repetition or "
                  "padding are faults and lower the score.")
@@ -170,7 +173,7 @@ class Renderer:
         self._renders = 0
         self._fixed: dict[str, frozenset[str]] = {}  # block -> the names it reads, for the blocks that may be kept
         self._same: dict[str, str] = {}  # block -> its output, as rendered (before strip)
-        self._limits: Any = None  # the render limits, read from the environment at the first render
+        self._limits: Limits | None = None  # the render limits, read from the environment at the first render
 
     def _load(self, name: str) -> tuple[str, str, Callable[[], bool]] | None:
         """Jinja's loader: the template itself, or a file of the project it includes (never one outside)."""

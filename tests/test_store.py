@@ -584,3 +584,38 @@ def test_a_read_that_runs_out_of_memory_is_run_again_with_more(tmp_path):
         hashes = [f"{i:064x}" for i in range(3000)]
         assert len(store.ok_responses(hashes)) == 3000 and len(store.answered(hashes)) == 3000
         assert store.memory_limit not in ("4MB", None)
+
+
+def test_a_session_attaches_the_file_and_lets_it_go_when_it_ends(tmp_path):
+    """A session attaches the file to the process's DuckDB engine (no new database per session) and detaches it at
+    its end: another process opens the file at once and reads what the session wrote; the spill folder is the
+    file's own, as for a connection to it. Two sessions of one process on one file overlap (the gate's thread and
+    the main thread); the file is let go when the last ends."""
+    from geval_spec.store import sql
+
+    db = tmp_path / "it's.duckdb"  # (a quote in the path)
+    reader = [sys.executable, "-c", f"import duckdb; print(duckdb.connect({str(db)!r}).execute("
+              "'SELECT count(*) FROM answers').fetchone()[0])"]
+    first = Store(db)
+    second = Store(db)
+    assert first.con.execute("SELECT current_setting('temp_directory')").fetchone()[0] == f"{db.resolve()}.tmp"
+    second.write_responses([_big_body(1)])
+    second.close()
+    assert first.con.execute("SELECT count(*) FROM answers").fetchone() == (1,)
+    held = subprocess.run(reader, capture_output=True, text=True)
+    assert held.returncode != 0 and "lock" in held.stderr.lower()
+    first.close()
+    assert not sql._attached
+    assert subprocess.run(reader, capture_output=True, text=True, check=True).stdout.strip() == "1"
+    with Store(db) as again:  # attached anew to the same engine
+        assert again.con.execute("SELECT count(*) FROM answers").fetchone() == (1,)
+
+
+def test_an_empty_file_at_the_stores_path_becomes_a_store(tmp_path):
+    """DuckDB made a store of an empty file when connecting, and refuses one when attaching: it holds nothing."""
+    db = tmp_path / "r.duckdb"
+    db.write_bytes(b"")
+    with Store(db) as store:
+        store.write_responses([_big_body(2)])
+    with Store(db) as store:
+        assert store.con.execute("SELECT count(*) FROM answers").fetchone() == (1,)

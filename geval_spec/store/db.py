@@ -42,7 +42,7 @@ from geval_spec.store.schema import SCHEMA_VERSION, create_or_migrate, not_ours,
 from geval_spec.store.shards import ShardTables
 from geval_spec.store.sql import IN as _IN, ROWS as _ROWS, RUN_COLUMNS as _RUN_COLUMNS
 from geval_spec.store.sql import TRANSPORT_FAILED, duckdb_file, more_memory, out_of_memory
-from geval_spec.store.sql import Connection as _Connection
+from geval_spec.store.sql import Connection as _Connection, Session, attach, attached
 from geval_spec.store.sql import columns as _columns, dumps as _dumps, loads as _loads
 
 DEFAULT_WAIT = 120.0  # seconds to wait for another process to let go of the file
@@ -82,10 +82,11 @@ def _duckdb() -> Any:
 _LOCKED = re.compile(r"(?i)could not set lock|conflicting lock")
 
 
-def _connect(path: Path, wait: float, read_only: bool = False) -> Any:
-    """A connection to the file, waiting (with growing pauses) while another process holds it."""
+def _connect(path: Path, wait: float) -> Session:
+    """A session on the file, waiting (with growing pauses) while another process holds it."""
     try:  # a FIFO or a device would hang or never end
-        if os.path.lexists(path):
+        if os.path.lexists(path) and not attached(path):  # (reading the header of a file this process holds would
+            # drop its lock: closing any descriptor of a file ends a process's POSIX locks on it)
             check_regular(path, "results database")
             if not duckdb_file(path):  # DuckDB opens a CSV or JSON file as a database in memory: writes vanish
                 raise StoreError(f"cannot open the results database {path}: not a DuckDB file")
@@ -98,7 +99,7 @@ def _connect(path: Path, wait: float, read_only: bool = False) -> Any:
     pause = 0.01
     while True:
         try:  # never fetch or load DuckDB extensions (a SQLite or Postgres file would ask for one)
-            return duckdb.connect(str(path), read_only=read_only, config=_CONFIG)
+            return attach(path, lambda: duckdb.connect(":memory:", config=_CONFIG))
         except duckdb.Error as exc:
             text = str(exc)
             if not _LOCKED.search(text):  # (DuckDB asks for an extension to read a SQLite or other foreign file;
@@ -138,13 +139,19 @@ class Store(JudgmentTables, BatchTable, ShardTables):
         MB at 100,000 cases against 373-389 MB); for a run's sessions (``vacuum=False``), checkpoints that do not
         merge the row groups each session appended, which rewrote the tables' last row groups at every
         checkpoint (BENCHMARKS.md, scale; a later default session merges them once), and one DuckDB thread (a
-        second held its own buffers: 355-358 against 392-394 MB at 100,000 cases, the same CPU)."""
+        second held its own buffers: 355-358 against 392-394 MB at 100,000 cases, the same CPU). The settings are
+        the process's DuckDB engine's: what a session does not set is reset to DuckDB's default."""
         self.con.execute("SET allocator_background_threads = true")
         if memory_limit is not None:
             self.con.limit(memory_limit)
+        else:
+            self.con.execute("RESET memory_limit")
         if not self.vacuum:
             self.con.execute("SET max_vacuum_tasks = 0")
             self.con.execute("SET threads = 1")
+        else:
+            self.con.execute("RESET max_vacuum_tasks")
+            self.con.execute("RESET threads")
 
     @classmethod
     def open_existing(cls, path: Path, wait: float = DEFAULT_WAIT) -> "Store":
@@ -155,7 +162,14 @@ class Store(JudgmentTables, BatchTable, ShardTables):
         return cls(path, wait)
 
     def close(self) -> None:
-        self.con.close()
+        """End the session: checkpoint the file (within the session's memory limit, raised as a statement needs:
+        :class:`~geval_spec.store.sql.Connection`), then let it go."""
+        try:
+            self.con.execute("CHECKPOINT")
+        except Exception:  # (another session of this process is writing: the last to end checkpoints)
+            pass
+        finally:
+            self.con.close()
 
     def __enter__(self) -> "Store":
         return self

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import threading
+from itertools import count
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 IN = "IN (SELECT unnest(?::VARCHAR[]))"  # a parameter holding a list of strings
 TRANSPORT_FAILED = "NOT valid AND reason LIKE 'request failed:%'"  # judgments the next run asks for again
@@ -90,6 +93,104 @@ def more_memory(limit: str, exc: BaseException) -> str:
     if found is None or number * _UNIT[found.group(2).upper()] > _MEMORY_CEILING:
         raise exc
     return f"{number:g}{found.group(2)}"
+
+
+# One DuckDB database in memory per process, to which each session attaches the store's file and detaches it at
+# its end. A connection to the file made a DuckDB database for every session: about 30 ms of CPU each time (its
+# catalog, its built-in extensions), where attaching takes about 3 (BENCHMARKS.md, scale). Detaching checkpoints
+# the file and lets it go, as closing a connection did: another process can open it at once.
+_ENGINE_LOCK = threading.Lock()  # held for every statement on the engine's own connection (attach, detach)
+_engine: Any = None
+_attached: dict[str, list[Any]] = {}  # the file's real path -> [the engine, the file's name there, sessions open]
+_names = count(1)
+
+
+class Session:
+    """A session's connection to a store file: a cursor of the process's DuckDB engine whose default database is
+    the file, attached while any session of this process is open on it (the gate's thread and the main thread may
+    overlap). The store's SQL names its tables without a database, as on a connection to the file itself."""
+
+    def __init__(self, engine: Any, key: str, name: str) -> None:
+        self.engine, self.key, self.name = engine, key, name
+        self._cursor = self.cursor()
+
+    def execute(self, sql: str, params: Any = None) -> Any:
+        return self._cursor.execute(sql) if params is None else self._cursor.execute(sql, params)
+
+    def cursor(self) -> Any:
+        """A new cursor on the file (a transaction's own)."""
+        c = self.engine.cursor()
+        c.execute(f"USE {self.name}")
+        return c
+
+    def close(self) -> None:
+        try:
+            self._cursor.close()
+        finally:
+            release(self.engine, self.key, self.name)
+
+
+def attach(path: Path, new_engine: Callable[[], Any]) -> Session:
+    """A session on the file: attached now (or already, by another open session of this process) to the engine,
+    which ``new_engine`` makes when there is none (:func:`geval_spec.store.db._connect`: DuckDB in memory)."""
+    global _engine
+    key = os.path.realpath(path)
+    with _ENGINE_LOCK:
+        entry = _attached.get(key)
+        if entry is None:
+            if _engine is None:
+                _engine = new_engine()
+            if os.path.isfile(key) and os.path.getsize(key) == 0:  # (a connection made a store of an empty file;
+                os.unlink(key)                                     # attaching refuses it: it holds nothing)
+            name = f"geval_store_{next(_names)}"
+            quoted = key.replace("'", "''")
+            _engine.execute(f"ATTACH '{quoted}' AS {name}")
+            entry = _attached[key] = [_engine, name, 0]
+            try:  # where DuckDB spills past the memory limit: beside the file, as for a connection to it (the
+                _engine.execute(f"SET temp_directory = '{quoted}.tmp'")  # engine's own default is .tmp in the
+            except Exception:                                            # current folder)
+                pass
+        entry[2] += 1
+        engine, name = entry[0], entry[1]
+    try:
+        return Session(engine, key, name)
+    except BaseException:
+        release(engine, key, name)
+        raise
+
+
+def attached(path: Path) -> bool:
+    """Whether a session of this process holds the file now."""
+    with _ENGINE_LOCK:
+        return os.path.realpath(path) in _attached
+
+
+def release(engine: Any, key: str, name: str) -> None:
+    """A session on the file ended: detach it when it was the last (DuckDB checkpoints it then). If detaching
+    fails (a commit that ran out of memory can leave the file's database unusable), the engine is dropped: the
+    next session gets a new one."""
+    global _engine
+    with _ENGINE_LOCK:
+        entry = _attached.get(key)
+        if entry is None or entry[1] != name:
+            return
+        entry[2] -= 1
+        if entry[2] > 0:
+            return
+        del _attached[key]
+        try:
+            engine.execute(f"DETACH {name}")
+        except Exception as exc:
+            if str(exc).startswith("IO Error: Detached database"):  # detached, its checkpoint failed: the WAL
+                return                                                # keeps what it did not write (replayed next)
+            if engine is _engine:
+                _engine = None
+            if not any(other[0] is engine for other in _attached.values()):  # nothing else is attached to it: its
+                try:                                                          # files go with it now
+                    engine.close()
+                except Exception:
+                    pass
+            raise
 
 
 class Connection:

@@ -297,6 +297,25 @@ def test_the_estimate_block_is_in_the_analysis_fingerprint_only() -> None:
     assert without[0] == base[0] and without[1] != base[1]
 
 
+def test_a_carriage_return_in_a_label_sample_cell_keeps_the_case_one_row() -> None:
+    """csv quotes only for its own line end: a lone \\r in a text or an id split the case's row in two for every
+    reader, and the part after it, a row of its own, could start with a formula the ' guard never saw."""
+    import csv
+    import io
+
+    from geval_spec.analysis.labelsample import LabelSample
+    from geval_spec.output.labelsample import to_csv
+
+    rows = (("a\rb", "Harmless text.\r=cmd|' /C calc'!A0", None), ("c", 'say "hi",\r\nbye', 2.0),
+            ("=d", "plain", None))
+    sample = LabelSample(columns=("id", "text", "human"), rows=rows, unlabelled=3, per_system=(), seed=0)
+    text = to_csv(sample)
+    read = list(csv.reader(io.StringIO(text, newline="")))
+    assert read == [["id", "text", "human"], ["a\rb", "Harmless text.\r=cmd|' /C calc'!A0", ""],
+                    ["c", 'say "hi",\r\nbye', "2.0"], ["'=d", "plain", ""]]
+    assert text.endswith("\n") and "\r\n" not in text.replace('\r\nbye', "")
+
+
 def test_label_sample_cells_a_spreadsheet_would_run_are_text(tmp_path: Path) -> None:
     """Case texts come from anyone's data; a cell like =HYPERLINK(...) ran as a formula where the labeller opened
     the CSV. Numbers stay numbers; the documented way back takes the ' off the ids."""

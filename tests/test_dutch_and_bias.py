@@ -154,6 +154,19 @@ def test_penalty_is_analysis_only(tmp_path):
         assert after["correlation"]["all"]["dataset"] != before["correlation"]["all"]["dataset"]
 
 
+def test_a_negative_penalty_is_refused_at_its_key(tmp_path):
+    """A penalty below 0 raised scores past the rubric's maximum (8 on a 1..5 rubric) in every analysis."""
+    root = dutch_project(tmp_path, "http://127.0.0.1:9/v1")
+    spec = root / "specs" / "nl-samenvatting-consistentie.yaml"
+    spec.write_text(spec.read_text().replace("  lexicon: [vastgoedmakelaar, gelet op]",
+                                             "  lexicon: [vastgoedmakelaar, gelet op]\n"
+                                             "  penalty: {formality: -3, compound: 0.5}"))
+    line = next(i for i, text in enumerate(spec.read_text().splitlines(), 1) if "penalty:" in text)
+    res = cli("validate", "nl-samenvatting-consistentie", cwd=root)
+    assert res.code == 2 and f"nl-samenvatting-consistentie.yaml:{line}:" in res.err, res.err
+    assert "penalty -3 for 'formality' must be a number of at least 0" in res.err and "1 error" in res.out
+
+
 def pairwise_judge(body, index):
     """Prefers the candidate with the higher [[q=N]]; with [[first]] in the source it always says A."""
     text = body["messages"][-1]["content"]

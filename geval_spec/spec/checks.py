@@ -235,7 +235,10 @@ def _language(spec: Spec, doc: YamlDocument) -> list[Problem]:
         else:
             kinds = sorted(k for k, prefix in registry.finding_kinds.items()
                            if registry.checker_for(spec.language.code) is registry.languages.get(prefix))
-            for kind in spec.language.penalty:
+            for kind, amount in spec.language.penalty.items():
+                if not (math.isfinite(amount) and amount >= 0):  # (one below 0 raised scores past the rubric's max)
+                    out.append(p(("language", "penalty", kind), f"penalty {amount:g} for {kind!r} must be a number "
+                                                                "of at least 0: it is subtracted per finding"))
                 if kind not in kinds:
                     out.append(p(("language", "penalty", kind), f"unknown finding kind {kind!r}",
                                  hint=f"the {spec.language.code} checker finds: {', '.join(kinds) or 'nothing'}",

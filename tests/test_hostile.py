@@ -826,6 +826,12 @@ READ_CASES = [
          files={"specs/templates/s.j2": '{{ candidate }} {{ "\\ud800" }}\n'}, msg=(r"s\.j2", r"surrogate")),
     Case("cassette-lone-surrogate", argv=(*REPLAY, "c.jsonl"), files={"c.jsonl": '{"format": "x\\ud800"}\n'},
          msg=(r"c\.jsonl", r"surrogate")),
+    *[Case(f"cassette-{key}-{name}", argv=(*REPLAY, "c.jsonl"),
+           files={"c.jsonl": '{"format": "geval-spec cassette", "version": 1}\n'
+                  '{"hash": "h", "response": {"choices": []}, "' + key + '": ' + value + '}\n'},
+           msg=(r"c\.jsonl:2", key, r"at least 0"))
+      for key in ("cost", "latency_ms")
+      for name, value in (("negative", "-1e308"), ("nan", "NaN"), ("infinite", "Infinity"), ("text", '"1"'))],
     Case("template-over-1mb", argv=("render", "demo"), spec={"prompt.template": "templates/big.j2"},
          files={"specs/templates/big.j2": "{{ candidate }}\n" + "x" * (1 << 20)},
          msg=(r"too large: 1,048,5\d\d bytes, more than the limit of 1,048,576 bytes \(a fixed limit\)",),

@@ -52,6 +52,51 @@ def test_findings_positions_and_lexicon():
     assert lex == []
 
 
+@pytest.mark.parametrize("wanted, written, flagged", [
+    ("u", "Kun jé dat doen?", "jé"),  # an emphasised je, composed
+    ("u", "Kun je\u0301 dat doen?", "je\u0301"),  # the same, decomposed: the same finding
+    ("u", "Kun jíj dat doen?", "jíj"),
+    ("u", "Kun j\u200de dat doen?", "j\u200de"),  # a zero-width joiner inside hides nothing
+    ("je", "Kunt ú dat doen?", "ú"),
+    ("je", "Kunt u\u0301 dat doen?", "u\u0301"),
+])
+def test_address_is_found_however_its_characters_are_written(wanted, written, flagged):
+    """Text that looks the same gets the same findings: NFC and NFD, emphasis accents, invisible joiners."""
+    from geval_spec.spec.sections import Language
+    from geval_spec_nl import check
+
+    found = check(Language(code="nl-NL", formality=wanted), written)
+    assert [(f.kind, f.text, written[f.start:f.end]) for f in found] == [("formality", flagged, flagged)]
+
+
+def test_the_lexicon_protects_the_phrase_where_it_stands_after_longer_lower_cases():
+    """'İ'.lower() is two characters: spans found in the lowered text fell beside the phrase, which was flagged
+    while it stood in the lexicon (and a span could cover a real finding beside it)."""
+    from geval_spec.spec.sections import Language
+    from geval_spec_nl import check
+
+    lang = Language(code="nl-NL", formality="any", compounds=True, lexicon=["hoofd pijn"])
+    assert check(lang, "İİİİİİİİİİİİ: u heeft hoofd pijn.") == [] == check(lang, "Ik heb HOOFD PIJN.")
+    assert [f.text for f in check(lang.model_copy(update={"lexicon": []}), "İİİİİİİİİİİİ: u heeft hoofd pijn.")] \
+        == ["hoofd pijn"]
+
+
+def test_spans_answer_as_the_scan_over_every_span_did():
+    from hypothesis import given, strategies as st
+
+    from geval_spec_nl.text import Covered
+
+    @given(st.lists(st.tuples(st.integers(0, 30), st.integers(0, 8)).map(lambda t: (t[0], t[0] + t[1])), max_size=8),
+           st.integers(0, 40), st.integers(0, 6))
+    def same(spans, start, width):
+        covered = Covered(spans)
+        assert covered.inside(start) == any(a <= start < b for a, b in spans)
+        end = start + width
+        assert covered.overlaps(start, end) == any(a < end and start < b for a, b in spans)
+
+    same()
+
+
 def dutch_project(tmp_path: Path, base_url: str) -> Path:
     shutil.copytree(ROOT / "specs", tmp_path / "specs")
     spec = tmp_path / "specs" / "nl-samenvatting-consistentie.yaml"
@@ -107,6 +152,19 @@ def test_penalty_is_analysis_only(tmp_path):
         assert srv.state.total == sent
         assert after["spec"]["fingerprint"] == before["spec"]["fingerprint"]
         assert after["correlation"]["all"]["dataset"] != before["correlation"]["all"]["dataset"]
+
+
+def test_a_negative_penalty_is_refused_at_its_key(tmp_path):
+    """A penalty below 0 raised scores past the rubric's maximum (8 on a 1..5 rubric) in every analysis."""
+    root = dutch_project(tmp_path, "http://127.0.0.1:9/v1")
+    spec = root / "specs" / "nl-samenvatting-consistentie.yaml"
+    spec.write_text(spec.read_text().replace("  lexicon: [vastgoedmakelaar, gelet op]",
+                                             "  lexicon: [vastgoedmakelaar, gelet op]\n"
+                                             "  penalty: {formality: -3, compound: 0.5}"))
+    line = next(i for i, text in enumerate(spec.read_text().splitlines(), 1) if "penalty:" in text)
+    res = cli("validate", "nl-samenvatting-consistentie", cwd=root)
+    assert res.code == 2 and f"nl-samenvatting-consistentie.yaml:{line}:" in res.err, res.err
+    assert "penalty -3 for 'formality' must be a number of at least 0" in res.err and "1 error" in res.out
 
 
 def pairwise_judge(body, index):

@@ -92,6 +92,28 @@ def test_worked_example(tmp_path: Path) -> None:
     assert "systems" not in e and "differences" not in e and e["warnings"] == []
 
 
+@pytest.mark.parametrize("where", ["estimate", "bootstrap"])
+def test_a_level_nearer_1_than_double_precision_resolves_is_refused_at_its_line(tmp_path: Path, where: str) -> None:
+    """0.9999999999999999 is below 1: validate passed it, and report and audit exited 70 (0.5 + level / 2 rounds
+    to 1.0, where the normal quantile is undefined; Student's t loses its tail to rounding well before that).
+    Levels are refused above 0.9999, which still works end to end."""
+    for level, ok in ((0.9999999999999999, False), (0.99991, False), (0.9999, True)):
+        rest = (FAST.replace("seed: 1}", f"seed: 1, level: {level!r}}}") if where == "bootstrap" else FAST) + (
+            f"estimate: {{min_labels: 2{', level: ' + repr(level) if where == 'estimate' else ''}}}\n")
+        write_project(tmp_path, _rows([0.75, 0.5, 0.25, 0.0, None, ""]), rest)
+        res = cli("validate", cwd=tmp_path)
+        if not ok:
+            line = next(i for i, text in enumerate((tmp_path / "specs" / "p.yaml").read_text().splitlines(), 1)
+                        if text.startswith(where))
+            assert res.code == 2 and f"p.yaml:{line}:" in res.err and "0.9999" in res.err, res.err
+            continue
+        assert res.code == 0, res.err
+        import_scores(tmp_path, {"c0": 5, "c1": 3, "c2": 3, "c3": 1, "c4": 5, "c5": 3}, "run")
+        e = _estimate(tmp_path)
+        assert e["level"] == level and e["overall"]["ppi"]["ci_low"] < e["overall"]["ppi"]["value"]
+        assert cli("audit", "p", "--out", "-", cwd=tmp_path).code in (0, 1)
+
+
 def test_unlabelled_is_null_empty_or_absent(tmp_path: Path) -> None:
     """The data contract: a human value that is null, "" or missing from the row leaves the case unlabelled."""
     rows = _rows([1, 2, 3, 4, None, "", 5])
@@ -196,7 +218,7 @@ def test_report_formats_carry_the_estimate_and_are_deterministic(tmp_path: Path)
 
 
 @pytest.mark.parametrize(("block", "line", "message"), [
-    ("estimate: {level: 1.5}", 25, "must be < 1"),
+    ("estimate: {level: 1.5}", 25, "must be <= 0.9999"),
     ("estimate: {level: 0}", 25, "must be > 0"),
     ("estimate: {target_halfwidth: 0}", 25, "must be > 0"),
     ("estimate: {min_labels: 1}", 25, "must be >= 2"),
@@ -295,6 +317,25 @@ def test_the_estimate_block_is_in_the_analysis_fingerprint_only() -> None:
     assert changed[0] == base[0] and changed[1] != base[1]
     without = fps(src.text[:src.text.index("estimate:")])
     assert without[0] == base[0] and without[1] != base[1]
+
+
+def test_a_carriage_return_in_a_label_sample_cell_keeps_the_case_one_row() -> None:
+    """csv quotes only for its own line end: a lone \\r in a text or an id split the case's row in two for every
+    reader, and the part after it, a row of its own, could start with a formula the ' guard never saw."""
+    import csv
+    import io
+
+    from geval_spec.analysis.labelsample import LabelSample
+    from geval_spec.output.labelsample import to_csv
+
+    rows = (("a\rb", "Harmless text.\r=cmd|' /C calc'!A0", None), ("c", 'say "hi",\r\nbye', 2.0),
+            ("=d", "plain", None))
+    sample = LabelSample(columns=("id", "text", "human"), rows=rows, unlabelled=3, per_system=(), seed=0)
+    text = to_csv(sample)
+    read = list(csv.reader(io.StringIO(text, newline="")))
+    assert read == [["id", "text", "human"], ["a\rb", "Harmless text.\r=cmd|' /C calc'!A0", ""],
+                    ["c", 'say "hi",\r\nbye', "2.0"], ["'=d", "plain", ""]]
+    assert text.endswith("\n") and "\r\n" not in text.replace('\r\nbye', "")
 
 
 def test_label_sample_cells_a_spreadsheet_would_run_are_text(tmp_path: Path) -> None:

@@ -826,6 +826,12 @@ READ_CASES = [
          files={"specs/templates/s.j2": '{{ candidate }} {{ "\\ud800" }}\n'}, msg=(r"s\.j2", r"surrogate")),
     Case("cassette-lone-surrogate", argv=(*REPLAY, "c.jsonl"), files={"c.jsonl": '{"format": "x\\ud800"}\n'},
          msg=(r"c\.jsonl", r"surrogate")),
+    *[Case(f"cassette-{key}-{name}", argv=(*REPLAY, "c.jsonl"),
+           files={"c.jsonl": '{"format": "geval-spec cassette", "version": 1}\n'
+                  '{"hash": "h", "response": {"choices": []}, "' + key + '": ' + value + '}\n'},
+           msg=(r"c\.jsonl:2", key, r"at least 0"))
+      for key in ("cost", "latency_ms")
+      for name, value in (("negative", "-1e308"), ("nan", "NaN"), ("infinite", "Infinity"), ("text", '"1"'))],
     Case("template-over-1mb", argv=("render", "demo"), spec={"prompt.template": "templates/big.j2"},
          files={"specs/templates/big.j2": "{{ candidate }}\n" + "x" * (1 << 20)},
          msg=(r"too large: 1,048,5\d\d bytes, more than the limit of 1,048,576 bytes \(a fixed limit\)",),
@@ -983,6 +989,11 @@ RANGE_CASES = [
     Case("human-1e300-no-scale", files=humans(1, 2, 1e300, 2), msg=(HUMAN, NOT_FINITE, line_mentioned(3))),
     Case("human-1e300-with-scale", spec=SCALE_0_5, files=humans(1, 2, 1e300, 2),
          msg=(HUMAN, OUT_OF_SCALE, line_mentioned(3))),
+    Case("human-scale-1e200", spec={"data.human_scale": "{min: -1e200, max: 1e200}"},
+         msg=(r"human_scale", r"within \+-1e\+100"), at=("specs/demo.yaml", "human_scale:")),
+    Case("human-underscore-digits", files=humans(1, "1_0", 3, 2), msg=(HUMAN, r"not a number", r"1_0")),
+    Case("human-arabic-indic-digit", files=humans(1, "\u0663", 3, 2), msg=(HUMAN, r"not a number")),
+    Case("human-fullwidth-digit", files=humans(1, "\uff11", 3, 2), msg=(HUMAN, r"not a number")),
     Case("human-inf-csv", spec=CSV, files={"specs/data/cases.csv": FIX / "data" / "human-inf.csv"},
          msg=(HUMAN, NOT_FINITE, line_mentioned(3))),
     Case("human-nan-is-missing", files=humans(1, "nan", 3, 2), code=0, msg=(r"warning", r"no human score|missing|nan")),

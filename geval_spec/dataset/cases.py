@@ -16,6 +16,7 @@ import difflib
 import hashlib
 import json
 import math
+import re
 import unicodedata
 from collections import abc
 from dataclasses import dataclass, field, replace
@@ -40,6 +41,9 @@ class _Missing:
 _MISSING: Any = _Missing()
 KeyProblem = Callable[[KeyPath, str], Problem]
 MAX_HUMAN = 1e9  # without data.human_scale, a human score beyond this is no rating anyone meant
+# a number written as text (a CSV cell): ASCII digits, a point, an exponent, or nan / inf as float() reads them
+_PLAIN_NUMBER = re.compile(r"\s*[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|nan|inf|infinity)\s*",
+                           re.IGNORECASE | re.ASCII)
 
 
 class Fields(abc.Mapping[str, str]):
@@ -210,10 +214,9 @@ def _as_number(value: Any) -> Any:
     if isinstance(value, (int, float)):
         return None if isinstance(value, float) and math.isnan(value) else float(value)
     if isinstance(value, str):
-        try:
-            number = float(value)
-        except ValueError:
+        if not _PLAIN_NUMBER.fullmatch(value):  # (float() also takes 1_0 as 10, and digits of other scripts)
             return _MISSING
+        number = float(value)
         return None if math.isnan(number) else number
     if isinstance(value, Decimal):  # (a Parquet decimal column, as SQL exports write scores)
         return None if value.is_nan() else float(value)

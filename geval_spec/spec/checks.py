@@ -20,7 +20,7 @@ from geval_spec.spec.template import CASE_VARS, PAIR_VARS, SPEC_VARS
 from geval_spec.spec.yamldoc import YamlDocument
 
 
-MAX_SCALE = 1e300  # |data.human_scale| bound: the analysis subtracts scores on it
+MAX_SCALE = 1e100  # |data.human_scale| bound: the analysis squares differences of scores on it (at 1e200, +-inf)
 CASE_RESAMPLING = ("bootstrap.unit is case but the data has source groups (data.group): cases of a group are not "
                    "independent, so resampling cases makes the intervals too narrow (in a simulation with clustered "
                    "groups, ICC 0.4, 95% intervals covered 0.85-0.88 resampling cases, 0.91-0.95 resampling groups); "
@@ -212,7 +212,7 @@ def _data(spec: Spec, doc: YamlDocument) -> list[Problem]:
     hs = spec.data.human_scale
     if hs is not None and not all(math.isfinite(v) and abs(v) <= MAX_SCALE for v in (hs.min, hs.max)):
         out.append(p(("data", "human_scale"), f"human_scale min and max must be numbers within +-{MAX_SCALE:g} "
-                                              "(beyond, differences of scores overflow)"))
+                                              "(beyond, squares of score differences overflow)"))
     elif hs is not None and hs.min >= hs.max:
         out.append(p(("data", "human_scale"), "human_scale min must be below max"))
     if isinstance(spec.data.human, list):
@@ -235,7 +235,10 @@ def _language(spec: Spec, doc: YamlDocument) -> list[Problem]:
         else:
             kinds = sorted(k for k, prefix in registry.finding_kinds.items()
                            if registry.checker_for(spec.language.code) is registry.languages.get(prefix))
-            for kind in spec.language.penalty:
+            for kind, amount in spec.language.penalty.items():
+                if not (math.isfinite(amount) and amount >= 0):  # (one below 0 raised scores past the rubric's max)
+                    out.append(p(("language", "penalty", kind), f"penalty {amount:g} for {kind!r} must be a number "
+                                                                "of at least 0: it is subtracted per finding"))
                 if kind not in kinds:
                     out.append(p(("language", "penalty", kind), f"unknown finding kind {kind!r}",
                                  hint=f"the {spec.language.code} checker finds: {', '.join(kinds) or 'nothing'}",

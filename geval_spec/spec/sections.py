@@ -27,6 +27,9 @@ VERDICT_LEVELS: tuple[VerdictLevel, ...] = ("fully", "mostly", "partially", "min
 IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"  # a template variable: letters, digits and _, not first a digit
 NOT_BLANK = r"\S"  # text with something in it besides spaces
 MODEL_STRING = r"^[^\s/](?:\S*[^\s/])?$"  # provider/model, no spaces, not starting or ending with /
+# The highest confidence level: nearer 1, a quantile is past what double precision resolves (0.9999999999999999,
+# below 1, made 0.5 + level / 2 exactly 1.0 and report exit 70; Student's t lost its tail to rounding)
+MAX_LEVEL = 0.9999
 
 
 def _no_items() -> list[Any]:
@@ -266,7 +269,8 @@ class Bootstrap(Base):
     draws: int = Field(default=2000, ge=100, le=100_000, description="Bootstrap resamples.")
     seed: int = Field(default=0, ge=0, lt=2**32, description="Seed of numpy's default_rng.")
     unit: Literal["group", "case"] = Field(default="group", description="What is resampled: whole groups or cases.")
-    level: float = Field(default=0.95, gt=0.5, lt=1, description="Confidence level of the intervals.")
+    level: float = Field(default=0.95, gt=0.5, le=MAX_LEVEL, description="Confidence level of the intervals, above "
+                         "0.5 and at most 0.9999.")
 
 
 class Calibration(Base):
@@ -293,8 +297,8 @@ class Calibration(Base):
 class EstimateSettings(Base):
     """The report's estimate of the human-scale mean from a few labels (docs/estimate.md)."""
 
-    level: float | None = Field(default=None, gt=0, lt=1, description="Confidence level of the intervals, "
-                                "strictly between 0 and 1 (default: bootstrap.level).")
+    level: float | None = Field(default=None, gt=0, le=MAX_LEVEL, description="Confidence level of the intervals, "
+                                "above 0 and at most 0.9999 (default: bootstrap.level).")
     target_halfwidth: float | None = Field(
         default=None, gt=0, description="Half-width wanted, on the human scale (above 0, at most the scale's "
         "width): the report says how many labelled cases reach it (labels_needed).")

@@ -9,6 +9,7 @@ with an error that names the case.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -22,8 +23,16 @@ FORMAT = "geval-spec cassette"
 VERSION = 1
 
 
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+def _amount(item: dict[str, Any], key: str, file: str, line: int) -> float | None:
+    """A recorded cost or latency: absent or null, or a finite number of at least 0 (a cost of -1e308 or NaN went
+    into the store and the progress line as it was); DataError at the line otherwise."""
+    value = item.get(key)
+    if value is None:
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0:
+        return float(value)
+    raise DataError(problems=[Problem(f"'{key}' must be a number of at least 0, or null: not {value!r}"[:200],
+                                      file=file, line=line)])
 
 
 def check_cassette(path: Path) -> None:
@@ -71,8 +80,8 @@ def read_cassette(path: Path) -> dict[str, Recorded]:
         request = item.get("request")
         answers[item["hash"]] = Recorded(
             request_hash=item["hash"], response=item["response"], prompt_tokens=token_count(item.get("prompt_tokens")),
-            completion_tokens=token_count(item.get("completion_tokens")), cost=_number(item.get("cost")),
-            latency_ms=_number(item.get("latency_ms")), request=request if isinstance(request, dict) else None)
+            completion_tokens=token_count(item.get("completion_tokens")), cost=_amount(item, "cost", file, n),
+            latency_ms=_amount(item, "latency_ms", file, n), request=request if isinstance(request, dict) else None)
     return answers
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from geval_spec.plugins import Finding
 
 from . import compounds, formality
+from .text import Covered
 
 
 @lru_cache(maxsize=1)
@@ -20,23 +21,20 @@ def flemish() -> tuple[str, ...]:
 
 
 def protected_spans(text: str, phrases) -> list[tuple[int, int]]:
+    """Where the phrases stand in ``text``, in any case. (Found in the text itself: offsets found in
+    ``text.lower()`` were off after a character whose lower case is longer, such as ``İ``.)"""
     spans = []
-    low = text.lower()
     for phrase in phrases:
-        for m in re.finditer(rf"(?<!\w){re.escape(phrase.lower())}(?!\w)", low):
+        for m in re.finditer(rf"(?<!\w){re.escape(phrase)}(?!\w)", text, re.IGNORECASE):
             spans.append((m.start(), m.end()))
     return spans
-
-
-def _overlaps(spans, start: int, end: int) -> bool:
-    return any(a < end and start < b for a, b in spans)
 
 
 def check(language: Any, text: str) -> list[Finding]:
     phrases = list(language.lexicon)
     if language.code.endswith("-BE") or language.code == "nl":
         phrases += list(flemish())
-    protected = protected_spans(text, phrases)
+    protected = Covered(protected_spans(text, phrases))
     found: list[Finding] = []
     formal, informal = formality.markers(text)
     wanted = language.formality
@@ -51,11 +49,11 @@ def check(language: Any, text: str) -> list[Finding]:
             flagged = [(t, f"{form} '{t.text}' in a text that also uses the other form of address")
                        for t in minority]
     for tok, message in flagged:
-        if not _overlaps(protected, tok.start, tok.end):
+        if not protected.overlaps(tok.start, tok.end):
             found.append(Finding("formality", message, tok.start, tok.end, tok.text))
     if language.compounds:
         for a, b, joined, r in compounds.candidates(text, language.compound_ratio):
-            if _overlaps(protected, a.start, b.end):
+            if protected.overlaps(a.start, b.end):
                 continue
             span = text[a.start:b.end]
             found.append(Finding("compound", f"'{span}' is probably one word: '{joined}'", a.start, b.end, span))

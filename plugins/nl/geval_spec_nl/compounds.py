@@ -47,7 +47,7 @@ def zipf(word: str) -> float:
 
 
 def _usable(tok: Token, first_of_sentence: bool) -> bool:
-    w = tok.text
+    w = tok.clean
     if len(w) < 2 or not w.isalpha():
         return False
     if w.lower() in FUNCTION_WORDS:
@@ -66,7 +66,7 @@ def candidates(text: str, ratio: float) -> list[tuple[Token, Token, str, float]]
         starts = i == 0 or text[toks[i - 1].end:a.start].strip()[-1:] in (".", "!", "?", ":")
         if separated(text, a, b) or not _usable(a, starts) or not _usable(b, False):
             continue
-        w1, w2 = a.text.lower(), b.text.lower()
+        w1, w2 = a.lower, b.lower
         joined = max((w1 + w2, w1 + "s" + w2, w1 + "e" + w2), key=freq)
         if zipf(joined) < MIN_ZIPF:
             continue

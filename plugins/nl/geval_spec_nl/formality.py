@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 
-from .text import Token, inside, quoted_spans, tokens
+from .text import Covered, Token, quoted_spans, tokens
 
 FORMAL = {"u", "uw", "uwe", "uzelf"}
 INFORMAL = {"je", "jij", "jou", "jouw", "jouwe", "jezelf", "jullie", "jij'"}
@@ -32,12 +32,12 @@ META_BEFORE = {"woord", "woordje", "letter", "aanspreekvorm", "vorm", "voornaamw
 
 
 def _is_address(tok: Token, i: int, toks: list[Token], text: str) -> bool:
-    word = tok.lower
+    word = tok.key
     if word == "u" and TIME_BEFORE_U.search(text[max(0, tok.start - 8):tok.start]):
         return False  # "om 20 u": uur
-    if word == "je" and i + 1 < len(toks) and toks[i + 1].lower in FRENCH_AFTER_JE:
+    if word == "je" and i + 1 < len(toks) and toks[i + 1].key in FRENCH_AFTER_JE:
         return False
-    if i > 0 and toks[i - 1].lower in META_BEFORE:
+    if i > 0 and toks[i - 1].key in META_BEFORE:
         return False
     end = tok.end
     if end < len(text) and text[end] in "-0123456789":
@@ -47,13 +47,13 @@ def _is_address(tok: Token, i: int, toks: list[Token], text: str) -> bool:
 
 def markers(text: str) -> tuple[list[Token], list[Token]]:
     """(formal, informal) address markers outside quotations."""
-    spans = quoted_spans(text)
+    quoted = Covered(quoted_spans(text))
     toks = tokens(text)
     formal, informal = [], []
     for i, tok in enumerate(toks):
-        if inside(spans, tok.start):
+        if quoted.inside(tok.start):
             continue
-        word = tok.lower
+        word = tok.key
         if word in FORMAL and _is_address(tok, i, toks, text):
             formal.append(tok)
         elif word in INFORMAL and _is_address(tok, i, toks, text):

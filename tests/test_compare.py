@@ -65,6 +65,14 @@ def test_compare_is_byte_identical(two_imports):
         assert first == cli("compare", good, bad, "--format", fmt, "--out", "-", "--db", str(db)).out
 
 
+@pytest.mark.parametrize("margin", ["inf", "2.5", "-0.1"])
+def test_a_margin_outside_0_to_2_is_refused_as_calibration_margin_is(two_imports, margin):
+    """--margin inf called a drop of 0.56 "not worse" and wrote the margin as null in the JSON."""
+    db, good, bad = two_imports
+    res = cli("compare", good, bad, "--margin", margin, "--out", "-", "--db", str(db))
+    assert res.code == 2 and "--margin" in res.err, res.err
+
+
 def test_margin_turns_a_regression_into_noise(two_imports):
     db, good, bad = two_imports
     assert cli("compare", good, bad, "--margin", "0.9", "--out", "-", "--db", str(db)).code == 0

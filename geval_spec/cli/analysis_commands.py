@@ -156,8 +156,8 @@ def compare(
     b: str = typer.Argument(..., metavar="B", help="A run id or a spec REF (e.g. summary-consistency)."),
     fmt: Literal["md", "json"] = typer.Option("md", "--format", help="md or json."),
     out: Optional[Path] = typer.Option(None, "--out", help=OUT_HELP.format(name="compare-A-B.<ext>")),
-    margin: Optional[float] = typer.Option(None, "--margin", min=0.0,
-                                           help="Regression margin (default: B's calibration.margin)."),
+    margin: Optional[float] = typer.Option(None, "--margin", min=0.0, max=2.0,
+                                           help="Regression margin, 0 to 2 as calibration.margin (default: B's)."),
     run_missing: bool = typer.Option(False, "--run", help="Run a spec REF that has no stored run yet."),
     rule: Literal["default", "strict"] = typer.Option(
         "default", "--rule", help="default: exit 1 when B is worse; strict: also when inconclusive (for CI)."),

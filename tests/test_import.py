@@ -56,6 +56,16 @@ def test_all_line_forms(tmp_path):
     assert res2.out.strip().splitlines()[-1] == run_id and "already imported" in res2.out
 
 
+def test_an_imported_score_of_minus_zero_is_zero(tmp_path):
+    """-0.0 is on a 0..1 scale: it was stored and reported as -0.000 (disagreements, compare's movers)."""
+    res = cli("import", "usr-faithfulness", str(write_lines(tmp_path / "z.jsonl", [
+        {"case_id": "usr_topicalchat_165", "score": -0.0}])), "--db", str(tmp_path / "r.duckdb"))
+    assert res.code == 0, res.err
+    with Store(tmp_path / "r.duckdb") as store:
+        (judgment,) = store.judgments(res.out.strip().splitlines()[-1])
+    assert judgment.score == 0.0 and str(judgment.score) == "0.0"
+
+
 def test_verdicts_form_and_on_empty(tmp_path):
     res = cli("import", "usr-faithfulness", "specs/data/tcva/usr-faithfulness.verdicts.jsonl", "--db",
               str(tmp_path / "r.duckdb"))

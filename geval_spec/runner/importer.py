@@ -170,8 +170,8 @@ def _score_line(case_id: str, value: Any, spec: Spec, judge: str, line: _Line) -
     lo, hi = scale if (scale and spec.scoring.method != "verdicts") else (0.0, 1.0)
     if not lo <= value <= hi:
         return line.problem(f"score {value} is outside {lo}..{hi}")
-    return case_id, Judgment(case_id=case_id, judge=judge, method="direct", score=float(value), valid=True,
-                             details=Details(imported="score"))
+    return case_id, Judgment(case_id=case_id, judge=judge, method="direct", score=float(value) + 0.0, valid=True,
+                             details=Details(imported="score"))  # (+ 0.0: -0.0 is 0, not "-0.000" in reports)
 
 
 def _samples_line(case_id: str, value: Any, scale: tuple[int, int], judge: str,

@@ -114,6 +114,18 @@ def test_a_level_nearer_1_than_double_precision_resolves_is_refused_at_its_line(
         assert cli("audit", "p", "--out", "-", cwd=tmp_path).code in (0, 1)
 
 
+def test_with_no_label_yet_the_human_scale_is_the_rubrics_and_the_report_says_so(tmp_path: Path) -> None:
+    """Before any label the estimate used a 0..1 "human scale" no one had named: a judge mean of 3 on 1..5 was
+    reported as 0.500."""
+    write_project(tmp_path, _rows([None] * 4), FAST + "estimate: {min_labels: 2}\n")
+    import_scores(tmp_path, {"c0": 2, "c1": 3, "c2": 3, "c3": 4}, "run")
+    e = _estimate(tmp_path)
+    assert e["overall"]["judge_only"] == {"value": 3.0} and e["labelled"] == 0
+    assert "on the human scale 1..5" in _report(tmp_path, fmt="md")
+    notes = json.loads(_report(tmp_path))["warnings"]
+    assert any("no case has a human score and data.human_scale is not set" in n for n in notes), notes
+
+
 def test_unlabelled_is_null_empty_or_absent(tmp_path: Path) -> None:
     """The data contract: a human value that is null, "" or missing from the row leaves the case unlabelled."""
     rows = _rows([1, 2, 3, 4, None, "", 5])

@@ -253,12 +253,15 @@ def _cases_of(source: Source, run_case_ids: Sequence[str], dataset: Dataset) -> 
 
 def _human_scale(spec: Spec, human: Array, scale: tuple[float, float], notes: list[str]) -> tuple[float, float]:
     """``data.human_scale``, else the labels' range; when every label is the same (no range), the judge's scale
-    if it holds that value, else one unit around it (a note says so): mapped onto 0..1 raw values were kept."""
+    if it holds that value, else one unit around it; without any label, the judge's scale (a note says so in
+    both cases): mapped onto 0..1 raw values were kept."""
     if spec.data.human_scale is not None:
         return (spec.data.human_scale.min, spec.data.human_scale.max)
     finite = human[~np.isnan(human)]
-    if not finite.size:
-        return (0.0, 1.0)
+    if not finite.size:  # (was 0..1, which no one had said: a judge mean of 3 on 1..5 read as 0.5)
+        notes.append(f"no case has a human score and data.human_scale is not set: the human scale is taken as the "
+                     f"judge's, {scale[0]:g}..{scale[1]:g}; set data.human_scale to say which scale labels will be on")
+        return scale
     lo, hi = float(finite.min()), float(finite.max())
     if hi > lo:
         return (lo, hi)

@@ -59,6 +59,26 @@ def test_run_scores_every_case_and_a_rerun_sends_nothing(tmp_path, server, clien
     assert "numpy" not in imported and _gate_line(res3.out) == _gate_line(res.out)
 
 
+def test_a_run_that_reuses_judgments_exports_and_shows_their_answers(tmp_path, server):
+    """Cases whose judgments a run reuses (from a run of some of them, or a run stopped midway and resumed) keep
+    the requests that made them: the run's cassette replays it whole, and case_results shows their reasoning.
+    The cassette held only the answers the run itself received, and replaying it stopped at the first reused case."""
+    root = make_project(tmp_path, server.base_url, client="openai-http")
+    assert cli("run", "demo", "--limit", "6", cwd=root).code in (0, 1)
+    res = cli("run", "demo", cwd=root)
+    assert res.code == 0 and "6 cases reused from earlier runs" in res.out, res.out + res.err
+    run_id = last_line(res.out)
+    cassette = tmp_path / "c.jsonl"
+    out = cli("export", run_id, "--cassette", str(cassette), cwd=root)
+    assert out.code == 0 and "wrote 20 recorded responses" in out.out, out.out + out.err
+    replayed = cli("run", "demo", "--replay", str(cassette), "--db", str(tmp_path / "fresh.duckdb"), cwd=root)
+    assert replayed.code == 0, replayed.err
+    with Store(root / ".geval" / "results.duckdb") as store:
+        missing = store.con.execute("SELECT count(*) FROM case_results WHERE run_id = ? AND reasoning IS NULL",
+                                    [run_id]).fetchone()[0]
+    assert missing == 0
+
+
 def _gate_line(out: str) -> str:
     return next(line for line in out.splitlines() if line.startswith("gate "))
 

@@ -484,7 +484,7 @@ class Store(JudgmentTables, BatchTable, ShardTables):
         rows = self.con.execute(
             "SELECT rr.request_hash, q.body_json, min(rr.position) AS pos FROM run_requests rr "
             "JOIN requests q ON q.request_hash = rr.request_hash WHERE rr.run_id = ? "
-            "GROUP BY rr.request_hash, q.body_json ORDER BY pos", [run_id]).fetchall()
+            "GROUP BY rr.request_hash, q.body_json ORDER BY pos, rr.request_hash", [run_id]).fetchall()
         answers = self.ok_responses([r[0] for r in rows])
         return [replace(answers[h], request=json.loads(body)) for h, body, _ in rows if h in answers]
 

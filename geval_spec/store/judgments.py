@@ -122,6 +122,12 @@ class JudgmentTables:
                       f"f.start_pos, f.end_pos, f.text FROM {pick} JOIN run_cases rc ON rc.run_id = p.src "
                       "AND rc.case_key = p.case_key JOIN findings f ON f.run_id = rc.run_id AND f.case_id = rc.case_id",
                       args)
+            # the requests that made them, so that export, the views and the SQL of docs/results.md find their
+            # answers (a resumed run's cases judged before the stop had none: its cassette could not replay it)
+            c.execute(f"INSERT OR IGNORE INTO run_requests SELECT ?, rr.request_hash, rr.case_id, rr.judge, "
+                      f"rr.purpose, rr.sample, rr.position FROM {pick} JOIN judgments j ON j.run_id = p.src "
+                      "AND j.case_key = p.case_key AND j.judge = p.judge JOIN run_requests rr ON rr.run_id = j.run_id "
+                      "AND rr.case_id = j.case_id AND rr.judge = j.judge", args)
 
         self.transaction(work)
         by_key = {v: k for k, v in case_keys.items()}

@@ -145,6 +145,34 @@ def test_pipe_into_head(replayed, command):
     assert status in ("status 141", "status 0", "status 1") and proc.stderr == "", proc.stderr
 
 
+def test_output_larger_than_the_pipe_whose_reader_leaves_early_ends_with_141():
+    """label-sample's 330 KB into `head -1`: the pipe took 73,728 bytes before head left, and Python's buffered
+    stdout took that short write for the whole: exit 0, as if all was written, where pipefail needs 141."""
+    env = dict(os.environ, PATH=f"{CONSOLE_SCRIPT.parent}{os.pathsep}{os.environ['PATH']}")
+    script = ("geval-spec label-sample summeval-consistency-40-labels --n 132 --out - | head -c 100 > /dev/null; "
+              "echo \"status ${PIPESTATUS[0]}\"")
+    for _ in range(3):
+        proc = subprocess.run(["bash", "-c", script], cwd=ROOT, capture_output=True, text=True, env=env, timeout=300)
+        assert proc.stdout.strip() == "status 141" and proc.stderr == "", proc.stdout + proc.stderr
+
+
+def test_an_error_reported_into_a_closed_stderr_keeps_its_own_exit_code(tmp_path):
+    """`run bad-spec 2>&1 | head -1`: stderr's reader gone while the problems were printed made the exit 1, a
+    failed gate's code, for invalid input (2)."""
+    spec = ROOT / "specs" / "summeval-consistency.yaml"
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "bad.yaml").write_text(spec.read_text().replace("version:", "verzion:", 1))
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+        proc = subprocess.run([sys.executable, "-m", "geval_spec", "validate", "bad"], cwd=tmp_path,
+                              stdout=subprocess.PIPE, stderr=write, text=True, env=env, timeout=300)
+    finally:
+        os.close(write)
+    assert proc.returncode == 2, proc.stdout
+
+
 def test_model_supplies_the_judge_of_a_spec_that_has_none(tmp_path):
     from e2e_helpers import make_project
     from openai_server import FakeOpenAI, ServerConfig

@@ -105,15 +105,17 @@ def handled(fn: Callable[..., int]) -> Callable[..., None]:
         try:
             code = fn(*args, **kwargs)
         except GevalError as exc:
-            if STATE.debug:
-                traceback.print_exc()
-            if exc.problems:
-                print_problems(exc.problems)
-            else:
-                echo_err(f"error: {exc}")
+            def show() -> None:
+                if STATE.debug:
+                    traceback.print_exc()
+                if exc.problems:
+                    print_problems(exc.problems)
+                else:
+                    echo_err(f"error: {exc}")
+            _to_stderr(show)
             raise typer.Exit(exc.exit_code)
         except KeyboardInterrupt:
-            echo_err("interrupted")
+            _to_stderr(lambda: echo_err("interrupted"))
             raise typer.Exit(EXIT_INTERRUPTED)
         except BrokenPipeError:
             stdout_gone()
@@ -122,17 +124,29 @@ def handled(fn: Callable[..., int]) -> Callable[..., None]:
             raise
         except Exception as exc:  # a bug
             if _interrupted(exc):
-                echo_err("interrupted")
+                _to_stderr(lambda: echo_err("interrupted"))
                 raise typer.Exit(EXIT_INTERRUPTED)
-            if STATE.debug:
-                traceback.print_exc()
-            else:
-                echo_err(redact(f"internal error: {type(exc).__name__}: {exc}"))
-                echo_err("this is a bug in geval-spec; run again with --debug for the traceback and report it")
+
+            def show_bug() -> None:
+                if STATE.debug:
+                    traceback.print_exc()
+                else:
+                    echo_err(redact(f"internal error: {type(exc).__name__}: {exc}"))
+                    echo_err("this is a bug in geval-spec; run again with --debug for the traceback and report it")
+            _to_stderr(show_bug)
             raise typer.Exit(EXIT_BUG)
         raise typer.Exit(code or EXIT_OK)
 
     return wrapper
+
+
+def _to_stderr(show: Callable[[], None]) -> None:
+    """Print an error with ``show``; a stderr whose reader went away (``2>&1 | head -1``) is let go quietly, and the
+    command keeps the error's own exit code (a closed pipe made it 1, a failed gate's, for invalid input)."""
+    try:
+        show()
+    except BrokenPipeError:
+        _gone(sys.stderr)
 
 
 def _interrupted(exc: Exception) -> bool:
@@ -142,17 +156,37 @@ def _interrupted(exc: Exception) -> bool:
         isinstance(exc, RuntimeError) and "query interrupted" in str(exc).lower())
 
 
+def write_stdout(text: str) -> None:
+    """Write ``text`` to stdout to the last byte, or raise BrokenPipeError. (Python's buffered stdout took a pipe's
+    short write, when the reader went away in the middle of a large write, for the whole: ``label-sample --out -
+    | head -1`` wrote 73,728 of 330,909 bytes and exited 0, as if all was written.)"""
+    try:
+        fd = sys.stdout.fileno()
+    except (OSError, ValueError, AttributeError):  # (a test runner's buffer: no descriptor)
+        sys.stdout.write(text)
+        return
+    sys.stdout.flush()
+    data = memoryview(text.encode(sys.stdout.encoding or "utf-8", sys.stdout.errors or "strict"))
+    while data:
+        data = data[os.write(fd, data):]
+
+
 def stdout_gone() -> None:
     """The reader of stdout went away: point stdout at /dev/null so that nothing (not the final flush) fails again.
 
     Python ignores SIGPIPE, so a write to a closed pipe raises BrokenPipeError; the command ends quietly with
     EXIT_BROKEN_PIPE, like a command that SIGPIPE ends in a shell.
     """
+    _gone(sys.stdout)
+
+
+def _gone(stream: Any) -> None:
+    """Point ``stream``'s descriptor at /dev/null (its reader went away)."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        os.dup2(devnull, stream.fileno())
         os.close(devnull)
-    except (OSError, ValueError):  # stdout without a file descriptor (a test runner's buffer)
+    except (OSError, ValueError, AttributeError):  # a stream without a file descriptor (a test runner's buffer)
         pass
 
 
@@ -226,7 +260,7 @@ def write_out(text: str, out: Optional[Path], default: Path) -> str | None:
     from geval_spec.files import write_atomic
 
     if out is not None and str(out) == "-":
-        sys.stdout.write(safe(text))
+        write_stdout(safe(text))
         return None
     path = out or default
     write_atomic(path, text)

@@ -115,6 +115,26 @@ def test_ci_choice_and_install_line(tmp_path):
     assert res.code == 2 and "is not a folder" in res.err
 
 
+@pytest.mark.parametrize("origin, install, noted", [
+    (None, "geval-spec==V", False),  # from a package index
+    (("https://github.com/o/geval-spec", {"vcs": "git", "commit_id": "abc123"}),
+     "geval-spec @ git+https://github.com/o/geval-spec@abc123", False),
+    (("file:///home/me/geval-spec", None), "geval-spec==V", True),  # a clone or an editable install
+    (("file:///tmp/geval_spec-0.1.0-py3-none-any.whl", None), "geval-spec==V", True),
+    (("https://user:tok@git.example.org/g", {"vcs": "git", "commit_id": "abc"}), "geval-spec==V", True),
+])
+def test_the_default_install_is_what_ci_can_reach(monkeypatch, origin, install, noted):
+    """geval-spec==<version> from the index CI cannot get when it is not published there: a geval-spec installed
+    from a reachable git URL pins that commit; one from a folder or a file says to give --install."""
+    from geval_spec import __version__
+    from geval_spec.cli import init_command
+
+    monkeypatch.setattr(init_command, "_direct_url", lambda: origin)
+    got, note = init_command.default_install()
+    assert got == install.replace("==V", f"=={__version__}") and (note is not None) == noted
+    assert note is None or ("--install" in note and "tok" not in note)
+
+
 @pytest.mark.parametrize("ci", ["github", "gitlab"])
 def test_the_install_value_is_quoted_as_yaml_and_cannot_add_keys(tmp_path, ci):
     """A requirement with quotes (a PEP 508 marker) was put into the CI file as it was: the file no longer parsed.

@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Any, Literal, Optional
 
 import typer
 
-from geval_spec.cli.common import app, echo, handled, shown
+from geval_spec.cli.common import app, echo, echo_err, handled, shown
 from geval_spec.errors import EXIT_OK, InputError, Problem
 
 SPEC_NAME = "summary-consistency"
@@ -40,10 +40,44 @@ def _packaged(name: str) -> str:
     return (resources.files("geval_spec.cli") / "scaffold" / name).read_text(encoding="utf-8")
 
 
-def default_install() -> str:
-    from geval_spec import __version__
+def default_install() -> tuple[str, str | None]:
+    """What the CI job installs when init is given no --install, and a note when that may not be installable.
 
-    return f"geval-spec=={__version__}"
+    geval-spec==<this version> from the package index, unless this geval-spec was installed from a git
+    repository that CI can reach (an https URL, PEP 610's direct_url.json): then that commit. Installed from a
+    folder or a file (a clone, a wheel), CI cannot get it from there, and the note says to give --install.
+    """
+    from geval_spec import __version__
+    from geval_spec.redact import redact, url_credentials
+
+    pinned = f"geval-spec=={__version__}"
+    origin = _direct_url()
+    if origin is None:
+        return pinned, None
+    url, vcs = origin
+    commit = vcs.get("commit_id") if vcs is not None else None
+    if vcs is not None and vcs.get("vcs") == "git" and url.startswith("https://") and isinstance(commit, str) \
+            and url_credentials(url) is None:
+        return f"geval-spec @ git+{url}@{commit}", None
+    return pinned, (f"this geval-spec was installed from {redact(url)}, which the CI job cannot reach; it installs {pinned} "
+                    "from the package index instead: if that is not published there, run init again with --install "
+                    "and a git URL or a wheel in the repository (docs/ci.md)")
+
+
+def _direct_url() -> tuple[str, dict[str, Any] | None] | None:
+    """(URL, vcs_info) of this geval-spec when it was installed from a URL rather than an index; None otherwise."""
+    from importlib.metadata import distributions
+
+    for dist in distributions(name="geval-spec"):
+        text = dist.read_text("direct_url.json")
+        try:
+            info = json.loads(text) if text else None
+        except ValueError:
+            continue
+        if isinstance(info, dict) and isinstance(info.get("url"), str):
+            vcs = info.get("vcs_info")
+            return info["url"], vcs if isinstance(vcs, dict) else None
+    return None
 
 
 def scaffold_files(ci: str, install: str) -> list[Planned]:
@@ -142,7 +176,10 @@ def init(
                                            "line, e.g. geval-spec==1.2.0 or a git URL")])
     if root.exists() and not root.is_dir():
         raise InputError(problems=[Problem("is not a folder", file=str(root))])
-    writes = plan_writes(root, scaffold_files(ci, install or default_install()), force)
+    note = None
+    if install is None:
+        install, note = default_install()
+    writes = plan_writes(root, scaffold_files(ci, install), force)
     from geval_spec.files import write_atomic
 
     for f, text, what in writes:
@@ -157,4 +194,6 @@ def init(
     echo(f"  geval-spec report {SPEC_NAME}")
     echo("then edit specs/ into your own evaluation, and judge it with OPENAI_API_KEY set: "
          f"geval-spec run {SPEC_NAME} --dry-run")
+    if note is not None and ci != "none":
+        echo_err(f"note: {note}")
     return EXIT_OK

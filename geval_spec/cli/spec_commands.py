@@ -172,8 +172,10 @@ def validate(refs: list[str] = typer.Argument(None, metavar="[REF]...", help="Sp
 
     Sends nothing and needs no key: everything that can be checked without a
     judge (YAML, keys and types, rubric, splits, template variables, data
-    columns, ids, generated-steps locks). All problems of a file are printed
-    together, each with a numbered excerpt.
+    columns, ids, generated-steps locks). The problems of a file are printed
+    together, each with a numbered excerpt, a stage at a time: YAML, keys and
+    types first, then (once those are right) the checks across keys, the
+    template and the data.
 
     \b
     Examples:

@@ -161,8 +161,10 @@ def write_stdout(text: str) -> None:
     short write, when the reader went away in the middle of a large write, for the whole: ``label-sample --out -
     | head -1`` wrote 73,728 of 330,909 bytes and exited 0, as if all was written.)"""
     try:
-        fd = sys.stdout.fileno()
+        fd = sys.stdout.fileno() if os.name == "posix" else -1  # (elsewhere the text layer turns \n into \r\n)
     except (OSError, ValueError, AttributeError):  # (a test runner's buffer: no descriptor)
+        fd = -1
+    if fd < 0:
         sys.stdout.write(text)
         return
     sys.stdout.flush()

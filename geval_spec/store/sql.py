@@ -119,7 +119,8 @@ class Session:
 
     def cursor(self) -> Any:
         """A new cursor on the file (a transaction's own)."""
-        c = self.engine.cursor()
+        with _ENGINE_LOCK:  # (made from the engine's own connection, which threads share)
+            c = self.engine.cursor()
         c.execute(f"USE {self.name}")
         return c
 

@@ -13,6 +13,7 @@ it was not judged on unseen data (split ``all``, or ``dev``).
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
@@ -78,8 +79,18 @@ def level_result(frame: Frame, spec: Spec, split: str, level: str, scores: Array
 
 
 def correlations(frame: Frame, spec: Spec) -> dict[str, dict[str, LevelResult]]:
-    return {split: {level: level_result(frame, spec, split, level) for level in levels_present(frame)}
-            for split in splits_present(frame, spec)}
+    """Every split and level's estimates with their bootstrap intervals. Each pair draws from its own generator
+    (seeded with bootstrap.seed), so they are computed side by side on two threads, NumPy's work letting the GIL
+    go: the same numbers, sooner (a 10,000-case report: BENCHMARKS.md, scale)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    pairs = [(split, level) for split in splits_present(frame, spec) for level in levels_present(frame)]
+    with ThreadPoolExecutor(max_workers=min(2, len(pairs), os.cpu_count() or 1)) as pool:
+        results = list(pool.map(lambda pair: level_result(frame, spec, pair[0], pair[1]), pairs))
+    out: dict[str, dict[str, LevelResult]] = {}
+    for (split, level), result in zip(pairs, results):
+        out.setdefault(split, {})[level] = result
+    return out
 
 
 def _notes(spec: Spec, est: Estimate | None) -> tuple[bool | None, bool, list[str]]:

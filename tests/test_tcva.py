@@ -152,3 +152,21 @@ def test_the_same_verdicts_in_another_order_score_the_same(w, rnd, temps):
     idx = np.array([0] * len(w) + [1] * len(w))
     out = tcva_matrix(idx, np.array(w + shuffled), 2, temps)
     assert (out[:, 0] == out[:, 1]).all()
+
+
+def test_correlations_on_two_threads_are_the_ones_computed_one_after_another(imported, monkeypatch):
+    """report bootstraps each split and level on two threads from THREADED_FROM cases: each pair draws from its
+    own seeded generator, so the estimates are the very ones of one thread."""
+    from geval_spec.analysis import gate
+
+    db, runs = imported
+    with Store(db) as store:
+        loaded = load(store, Project(ROOT), runs[DATASETS["summeval"]])
+    frame = build_frame(loaded.source, loaded.case_ids, loaded.judgments)
+    spec = loaded.source.spec
+    monkeypatch.setattr(gate, "THREADED_FROM", 10**9)
+    alone = gate.correlations(frame, spec)
+    monkeypatch.setattr(gate, "THREADED_FROM", 0)
+    threaded = gate.correlations(frame, spec)
+    assert list(threaded) == list(alone) and len([lvl for split in alone.values() for lvl in split]) >= 2
+    assert threaded == alone

@@ -78,15 +78,25 @@ def level_result(frame: Frame, spec: Spec, split: str, level: str, scores: Array
     return LevelResult(estimates=estimates, n=n, skipped=skipped)
 
 
+THREADED_FROM = 2_000  # cases from which correlations() bootstraps on two threads
+
+
 def correlations(frame: Frame, spec: Spec) -> dict[str, dict[str, LevelResult]]:
     """Every split and level's estimates with their bootstrap intervals. Each pair draws from its own generator
     (seeded with bootstrap.seed), so they are computed side by side on two threads, NumPy's work letting the GIL
-    go: the same numbers, sooner (a 10,000-case report: BENCHMARKS.md, scale)."""
-    from concurrent.futures import ThreadPoolExecutor
-
+    go: the same numbers, sooner (a 10,000-case report: BENCHMARKS.md, scale), from THREADED_FROM cases on."""
     pairs = [(split, level) for split in splits_present(frame, spec) for level in levels_present(frame)]
-    with ThreadPoolExecutor(max_workers=min(2, len(pairs), os.cpu_count() or 1)) as pool:
-        results = list(pool.map(lambda pair: level_result(frame, spec, pair[0], pair[1]), pairs))
+
+    def one(pair: tuple[str, str]) -> LevelResult:
+        return level_result(frame, spec, pair[0], pair[1])
+
+    if len(frame.ids) < THREADED_FROM:  # (a small report's bootstrap is quicker than the threads' start-up)
+        results = [one(pair) for pair in pairs]
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=min(2, len(pairs), os.cpu_count() or 1)) as pool:
+            results = list(pool.map(one, pairs))
     out: dict[str, dict[str, LevelResult]] = {}
     for (split, level), result in zip(pairs, results):
         out.setdefault(split, {})[level] = result

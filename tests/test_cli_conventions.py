@@ -342,3 +342,16 @@ def test_a_spec_file_of_another_project_uses_that_projects_store_and_reports(tmp
     assert cli("init", str(other), "--ci", "none").code == 0
     res = cli("--root", str(other), "report", spec, "--exit-zero", cwd=here)  # --root stays the project
     assert res.code == 2 and "no results database" in res.err, res.err
+
+
+def test_output_to_a_non_blocking_pipe_is_written_whole(tmp_path):
+    """Some CI runners leave stdout non-blocking: a large --out - met EAGAIN half-way (an internal error)."""
+    script = ("import os, sys, fcntl; fd = sys.stdout.fileno(); "
+              "fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_NONBLOCK); "
+              "from geval_spec.cli.common import write_stdout; write_stdout('x' * 1_000_000)")
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    import time
+
+    time.sleep(0.5)  # (the pipe fills: the writer meets EAGAIN before anything is read)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and len(out) == 1_000_000, err

@@ -170,7 +170,12 @@ def write_stdout(text: str) -> None:
     sys.stdout.flush()
     data = memoryview(text.encode(sys.stdout.encoding or "utf-8", sys.stdout.errors or "strict"))
     while data:
-        data = data[os.write(fd, data):]
+        try:
+            data = data[os.write(fd, data):]
+        except BlockingIOError:  # (a stdout some runners leave non-blocking: wait until it takes more)
+            import select
+
+            select.select([], [fd], [])
 
 
 def stdout_gone() -> None:

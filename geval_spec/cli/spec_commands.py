@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Optional
 
 import typer
 
-from geval_spec.cli.common import app, console, echo, echo_err, follow_ref, handled, print_problems, project, safe
+from geval_spec.cli.common import (app, console, echo, echo_err, follow_ref, handled, print_problems, project,
+                                   safe, write_stdout)
 from geval_spec.errors import EXIT_INPUT, EXIT_OK, InputError, Problem
 
 if TYPE_CHECKING:
@@ -226,7 +226,7 @@ def schema(fmt: Literal["json", "markdown"] = typer.Option("json", "--format",
     """
     from geval_spec.spec.jsonschema import reference_markdown, schema_text
 
-    sys.stdout.write(schema_text() if fmt == "json" else reference_markdown())
+    write_stdout(schema_text() if fmt == "json" else reference_markdown())
     return EXIT_OK
 
 
@@ -264,7 +264,7 @@ def render(
     if fmt == "json":
         out = [{"hash": r.hash, "case_id": r.case_id, "judge": r.judge, "sample": r.sample, "purpose": r.purpose,
                 "body": r.body} for r in requests]
-        sys.stdout.write(safe(json.dumps(out, indent=2, ensure_ascii=False)) + "\n")
+        write_stdout(safe(json.dumps(out, indent=2, ensure_ascii=False)) + "\n")
         return EXIT_OK
     s = shown.parsed.spec
     echo(f"# {s.name} v{s.version} | case {shown.case_id} | {len(requests)} request(s) | "

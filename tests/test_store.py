@@ -619,3 +619,81 @@ def test_an_empty_file_at_the_stores_path_becomes_a_store(tmp_path):
         store.write_responses([_big_body(2)])
     with Store(db) as store:
         assert store.con.execute("SELECT count(*) FROM answers").fetchone() == (1,)
+
+
+def _journal_of(db, hashes):
+    with Store(db) as store:
+        journal = store.journal("run_x")
+        for h in hashes:
+            journal.write(record(h))
+    journal.close()  # the process "died": the journal stays
+    return db.with_name(db.name + ".journal") / "run_x.jsonl"
+
+
+def test_a_journal_record_with_a_field_of_another_type_is_skipped_and_the_rest_replayed(tmp_path):
+    """A damaged record ("attempt": "abc", "cost": "free") went into the store's insert: exit 70 at every command,
+    and the journal's other paid answers never came back."""
+    import json as _json
+
+    db = tmp_path / "r.duckdb"
+    path = _journal_of(db, ["a", "b", "c", "d"])
+    lines = path.read_bytes().split(b"\n")
+    headers = [i for i, line in enumerate(lines) if line.startswith(b'{"request_hash"')]
+    for i, (key, value) in zip(headers[1:3], (("attempt", "abc"), ("cost", "free"))):
+        header = _json.loads(lines[i])
+        header[key] = value
+        lines[i] = _json.dumps(header).encode()
+    path.write_bytes(b"\n".join(lines))
+    with Store(db) as store:
+        assert store.answered(["a", "b", "c", "d"]) == {"a", "d"} and store.recovered == 2
+        assert not path.exists()
+
+
+def test_a_journal_body_length_past_the_files_end_is_not_read_into_memory(tmp_path):
+    import json as _json
+
+    db = tmp_path / "r.duckdb"
+    path = _journal_of(db, ["a", "b"])
+    lines = path.read_bytes().split(b"\n")
+    header = _json.loads(lines[2])
+    header["body_bytes"] = 10**17
+    lines[2] = _json.dumps(header).encode()
+    path.write_bytes(b"\n".join(lines))
+    with Store(db) as store:  # (a MemoryError, exit 70, at every command)
+        assert store.answered(["a", "b"]) == {"a"}
+
+
+def test_a_planned_chunk_with_numbers_past_the_stores_columns_ends_the_planned_file(tmp_path):
+    from geval_spec.store.records import Planned
+
+    with pytest.raises(ValueError):
+        Planned.from_json({"requests": [], "links": [["r", "h", "c", "j", "judge", 10**30, 0]]})
+    with pytest.raises(ValueError):
+        Planned.from_json({"requests": [["h", "m", "{}", 0, 2**40, "t"]], "links": []})
+    db = tmp_path / "r.duckdb"
+    _journal_of(db, ["a"])
+    folder = db.with_name(db.name + ".journal")
+    (folder / "run_x.planned").write_text('{"requests": [], "links": [["run_x", "a", "c", "j", "judge", '
+                                          + str(2**40) + ', 0]]}\n')
+    with Store(db) as store:
+        assert store.answered(["a"]) == {"a"}
+
+
+@pytest.mark.parametrize("kind", ["folder", "fifo", "link"])
+def test_entries_of_the_journal_folder_that_are_no_regular_files_are_left_alone(tmp_path, kind):
+    """A folder named x.jsonl stopped every command (IsADirectoryError, exit 70); a FIFO or a link to /dev/zero
+    hung it."""
+    db = tmp_path / "r.duckdb"
+    _journal_of(db, ["a"])
+    folder = db.with_name(db.name + ".journal")
+    for name in ("x.jsonl", "y.planned", "run_x.planned"):
+        target = folder / name
+        if kind == "folder":
+            target.mkdir()
+        elif kind == "fifo":
+            os.mkfifo(target)
+        else:
+            target.symlink_to("/dev/zero")
+    with Store(db) as store:
+        assert store.answered(["a"]) == {"a"}
+    assert (folder / "x.jsonl").exists() or (folder / "x.jsonl").is_symlink()

@@ -21,6 +21,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import stat
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence, TypeVar
 
@@ -90,7 +91,15 @@ def planned_path(journal: Path) -> Path:
 def orphan_planned(folder: Path) -> list[Path]:
     """Planned files whose journal is gone: its run ended between removing the two, or a geval-spec release
     before planned files replayed the journal and left this file alone. Their rows are safe to replay."""
-    return [p for p in sorted(folder.glob("*.planned")) if not p.with_suffix(".jsonl").exists()]
+    return [p for p in sorted(folder.glob("*.planned")) if _regular(p) and not p.with_suffix(".jsonl").exists()]
+
+
+def _regular(path: Path) -> bool:
+    """Whether ``path`` is a regular file itself (not a link, folder, FIFO or device)."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def abandoned(path: Path) -> bool:
@@ -131,7 +140,10 @@ def iter_planned(path: Path) -> Iterator[Planned]:
 
 
 def iter_responses(path: Path) -> Iterator[ResponseRecord]:
-    """The responses of a journal, read one at a time; a record cut short by a kill ends the file."""
+    """The responses of a journal, read one at a time; a record cut short by a kill ends the file, and so does a
+    record whose framing is damaged (a line that is no header, a body's length past the file's end). A record whose
+    fields are damaged (a field of another type) is skipped: the ones after it are read."""
+    total = os.path.getsize(path)
     with path.open("rb") as fh:
         while True:
             line = fh.readline()
@@ -142,15 +154,18 @@ def iter_responses(path: Path) -> Iterator[ResponseRecord]:
                 size = header.pop("body_bytes", None)
                 body = None
                 if size is not None:
-                    if type(size) is not int or size < 0:
-                        return
+                    if type(size) is not int or size < 0 or size + 1 > total - fh.tell():  # (a length the file does
+                        return                                                        # not hold: not read into memory)
                     raw = fh.read(size + 1)
                     if len(raw) != size + 1 or raw[-1:] != b"\n":
                         return  # cut short
                     body = raw[:-1].decode("utf-8")
-                record = ResponseRecord.of(header, body)
             except (ValueError, TypeError, UnicodeDecodeError, AttributeError):
                 return
+            try:
+                record = ResponseRecord.of(header, body)
+            except (ValueError, TypeError, AttributeError):
+                continue
             yield record
 
 
@@ -176,13 +191,17 @@ def replay_journals(folder: Path, write_planned: Callable[[Sequence[Planned]], N
     if not folder.is_dir():
         return recovered, gone
     for path in sorted(folder.glob("*.jsonl")):
+        if not _regular(path):  # a folder, FIFO or link put there: never ours (os.open of a FIFO waits forever)
+            continue
         if abandoned(path):
-            for chunks in _batches(iter_planned(planned_path(path)), REPLAY_CHUNKS):
-                write_planned(chunks)
+            if _regular(planned_path(path)):
+                for chunks in _batches(iter_planned(planned_path(path)), REPLAY_CHUNKS):
+                    write_planned(chunks)
             for responses in _batches(iter_responses(path), REPLAY_BATCH):
                 recovered += write_responses(responses)
             gone.add(path.stem)
-            planned_path(path).unlink(missing_ok=True)
+            if not planned_path(path).is_dir():  # (a folder put there stays: unlinking it is an error)
+                planned_path(path).unlink(missing_ok=True)
             path.unlink(missing_ok=True)
     for path in orphan_planned(folder):
         for chunks in _batches(iter_planned(path), REPLAY_CHUNKS):

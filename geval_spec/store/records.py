@@ -7,6 +7,7 @@ DuckDB (that is :mod:`geval_spec.store.db`).
 from __future__ import annotations
 
 import json
+import math
 import secrets
 import time
 from dataclasses import asdict, dataclass, field, fields
@@ -170,10 +171,30 @@ class ResponseRecord:
         values = {k: v for k, v in header.items() if k in known}
         for key in _COUNTS.intersection(values):  # (journals of releases that kept any whole number)
             values[key] = token_count(values[key])
+        for key, kinds in _KINDS.items():  # a damaged journal's field of another type went into the store's insert
+            if key in values and not (values[key] is None and None in kinds) and not _of(values[key], kinds):
+                raise ValueError(f"journal field {key!r} holds {values[key]!r}"[:200])  # (exit 70, every command)
+        if not isinstance(values.get("request_hash"), str) or not isinstance(values.get("run_id"), str):
+            raise ValueError("a journal record needs request_hash and run_id as text")
         return cls(body=body, **values)
 
 
 _COUNTS = frozenset({"prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens"})
+# what each field of a journal record may hold (None: may be null; "amount": a finite number of at least 0)
+_KINDS: dict[str, tuple[Any, ...]] = {"attempt": (int,), "ok": (bool,), "status": (int, None), "kind": (str, None),
+                                      "error": (str, None), "cost": ("amount", None), "latency_ms": ("amount", None),
+                                      "received_at": (str,), "batch": (bool,)}
+
+
+def _of(value: Any, kinds: tuple[Any, ...]) -> bool:
+    for kind in kinds:
+        if kind is int and type(value) is int and 0 <= value < 2**31:
+            return True
+        if kind in (str, bool) and type(value) is kind:
+            return True
+        if kind == "amount" and type(value) in (int, float) and math.isfinite(value) and value >= 0:
+            return True
+    return False
 RequestRow = tuple[str, str, str, int, int, str]  # requests: hash, model, body_json, sample, n, created_at
 LinkRow = tuple[str, str, str, str, str, int, int]  # run_requests: run_id, hash, case_id, judge, purpose, sample, position
 
@@ -225,12 +246,21 @@ class Planned:
     def from_json(cls, data: Any) -> "Planned":
         """Read :meth:`to_json`'s form back; a ValueError for anything else."""
         try:
-            requests = tuple((str(h), str(m), str(b), int(s), int(n), str(t)) for h, m, b, s, n, t in data["requests"])
-            links = tuple((str(run), str(h), str(c), str(j), str(p), int(s), int(pos))
+            requests = tuple((str(h), str(m), str(b), _small(s), _small(n), str(t))
+                             for h, m, b, s, n, t in data["requests"])
+            links = tuple((str(run), str(h), str(c), str(j), str(p), _small(s), _small(pos))
                           for run, h, c, j, p, s, pos in data["links"])
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"not a planned chunk: {exc}") from None
         return cls(requests, links)
+
+
+def _small(value: Any) -> int:
+    """A count or position of a planned chunk: a whole number the store's INTEGER columns hold (a journal can be
+    damaged or written by hand: 10**30 stopped every later command with exit 70)."""
+    if type(value) is not int or not 0 <= value < 2**31:
+        raise ValueError(f"{value!r} is not a whole number from 0 to 2**31 - 1")
+    return value
 
 
 @dataclass(frozen=True)

@@ -62,6 +62,8 @@ class BatchConfig:
     # error file lines: "response" = {id, custom_id, response: {status_code, request_id, body}, error: null};
     # "error" = {id, custom_id, response: null, error: {code, message}}
     error_shape: Literal["response", "error"] = "response"
+    # custom_ids whose output file holds a failed line first, then their answer (a provider's retry inside a batch)
+    fail_then_answer_ids: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -219,6 +221,10 @@ class BatchService:
         line: dict[str, Any] = {"id": new_id("batch_req_"), "custom_id": custom_id,
                                 "response": {"status_code": status, "request_id": new_id("req_"), "body": body},
                                 "error": None}
+        if status == 200 and custom_id in self.config.fail_then_answer_ids:
+            batch.outputs.append({"id": new_id("batch_req_"), "custom_id": custom_id, "error": None,
+                                  "response": {"status_code": 500, "request_id": new_id("req_"),
+                                               "body": {"error": {"message": "retried", "type": "server_error"}}}})
         if status == 200:
             batch.outputs.append(line)
         elif self.config.error_shape == "response":

@@ -217,6 +217,21 @@ def test_lines_that_fail_in_the_batch_are_retried_online_or_left_invalid(tmp_pat
         srv.stop()
 
 
+def test_a_failed_line_followed_by_the_answer_in_the_same_batch_is_not_paid_for_again(tmp_path):
+    """An output file may hold a request's failed line and then its answer: the failed line queued it to be sent
+    online, and the answer after it did not take it off (the request was paid for twice)."""
+    srv = serve()
+    try:
+        root = project(tmp_path, srv.base_url)
+        srv.batch_api.config.fail_then_answer_ids = hashes_of(root, "c003", "c011")
+        res = cli("run", "demo", "--batch", "--batch-errors", "online", cwd=root)
+        assert res.code == 0, res.err + res.out
+        assert srv.state.total == 0 and "sending them online" not in res.err
+        assert all(j.valid for j in judgments(root, last_line(res.out)).values())
+    finally:
+        srv.stop()
+
+
 def test_a_failed_batch_exits_3_naming_it_and_the_next_run_submits_what_is_unanswered(tmp_path, srv, monkeypatch):
     root = project(tmp_path, srv.base_url)
     parse = openai_batches.parse_input

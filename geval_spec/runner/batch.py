@@ -403,6 +403,11 @@ class BatchSender(Executor):
     def _line(self, record: BatchRecord, line: BatchLine, pending: dict[str, Request], retry: list[Request],
               on_outcome: OnOutcome) -> None:
         request = pending.pop(line.custom_id, None)
+        if request is None and line.ok:  # an answer after a failed line of the same request (a provider's retry
+            queued = next((r for r in retry if r.hash == line.custom_id), None)  # in the batch): not sent again
+            if queued is not None:
+                retry.remove(queued)
+                request = queued
         model = request.model if request is not None else record.model
         if line.ok and line.body is not None:
             try:

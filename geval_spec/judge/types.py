@@ -10,6 +10,8 @@ typed here.
 
 from __future__ import annotations
 
+import math
+
 import json
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, Mapping, Sequence
@@ -92,6 +94,11 @@ def token_count(value: Any) -> int | None:
     (unknown). A count the store cannot hold (10**30 from a hostile server) failed every write of the run and of
     its journal's replay: the store could not be opened again until the journal was deleted by hand."""
     return value if type(value) is int and 0 <= value <= MAX_COUNT else None
+
+
+def is_amount(value: Any) -> bool:
+    """Whether ``value`` is a cost or a latency a record may hold: a finite number of at least 0 (not a bool)."""
+    return type(value) in (int, float) and math.isfinite(value) and value >= 0
 
 
 def _logprob(value: Any) -> float:

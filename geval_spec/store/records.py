@@ -7,14 +7,13 @@ DuckDB (that is :mod:`geval_spec.store.db`).
 from __future__ import annotations
 
 import json
-import math
 import secrets
 import time
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timezone
 from typing import Any, Literal, Sequence
 
-from geval_spec.judge.types import Request, token_count
+from geval_spec.judge.types import Request, is_amount, token_count
 from geval_spec.spec.load import ResolvedSpec
 from geval_spec.spec.sections import Judge
 
@@ -188,13 +187,18 @@ _KINDS: dict[str, tuple[Any, ...]] = {"attempt": (int,), "ok": (bool,), "status"
 
 def _of(value: Any, kinds: tuple[Any, ...]) -> bool:
     for kind in kinds:
-        if kind is int and type(value) is int and 0 <= value < 2**31:
+        if kind is int and _whole(value):
             return True
         if kind in (str, bool) and type(value) is kind:
             return True
-        if kind == "amount" and type(value) in (int, float) and math.isfinite(value) and value >= 0:
+        if kind == "amount" and is_amount(value):
             return True
     return False
+
+
+def _whole(value: Any) -> bool:
+    """A whole number the store's INTEGER columns hold (0 to 2**31 - 1)."""
+    return type(value) is int and 0 <= value < 2**31
 RequestRow = tuple[str, str, str, int, int, str]  # requests: hash, model, body_json, sample, n, created_at
 LinkRow = tuple[str, str, str, str, str, int, int]  # run_requests: run_id, hash, case_id, judge, purpose, sample, position
 
@@ -258,9 +262,9 @@ class Planned:
 def _small(value: Any) -> int:
     """A count or position of a planned chunk: a whole number the store's INTEGER columns hold (a journal can be
     damaged or written by hand: 10**30 stopped every later command with exit 70)."""
-    if type(value) is not int or not 0 <= value < 2**31:
+    if not _whole(value):
         raise ValueError(f"{value!r} is not a whole number from 0 to 2**31 - 1")
-    return value
+    return int(value)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,6 @@ with an error that names the case.
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -17,7 +16,7 @@ from geval_spec.errors import DataError, Problem
 from geval_spec.files import KeyTwice, ReadError, check_input, keys_once, lines, read_text
 from geval_spec.redact import SURROGATE, lone_surrogate
 from geval_spec.judge.clients.base import TransportError, completion_of
-from geval_spec.judge.types import Completion, JsonObject, Recorded, token_count
+from geval_spec.judge.types import Completion, JsonObject, Recorded, is_amount, token_count
 
 FORMAT = "geval-spec cassette"
 VERSION = 1
@@ -29,7 +28,7 @@ def _amount(item: dict[str, Any], key: str, file: str, line: int) -> float | Non
     value = item.get(key)
     if value is None:
         return None
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0:
+    if is_amount(value):
         return float(value)
     raise DataError(problems=[Problem(f"'{key}' must be a number of at least 0, or null: not {value!r}"[:200],
                                       file=file, line=line)])

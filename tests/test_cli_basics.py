@@ -59,6 +59,26 @@ def test_the_stand_in_for_pydantics_plugin_loader_hands_over_when_plugins_are_on
         stand_in.__path__
 
 
+_BLAS_PROBE = ("import os, geval_spec.cli, numpy; print(os.environ.get('OPENBLAS_NUM_THREADS'), "
+               "len(os.listdir('/proc/self/task')) if os.path.isdir('/proc/self/task') else 1)")
+
+
+@pytest.mark.parametrize(("given", "expected"), [
+    ({}, "1 1"),  # OpenBLAS starts no thread of its own (they spun 0.1-0.2 s of CPU at every command)
+    ({"OPENBLAS_NUM_THREADS": "3"}, "3"),  # the user's choice stands
+    ({"OMP_NUM_THREADS": "2"}, "None"),  # which OpenBLAS also reads: not overridden
+])
+def test_the_command_line_runs_blas_on_one_thread_unless_the_user_chose(given, expected):
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS",
+                                                            "OMP_NUM_THREADS")}
+    proc = subprocess.run([sys.executable, "-c", _BLAS_PROBE], env={**env, **given}, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.startswith(expected), proc.stdout
+
+
 def test_list_shows_both_fingerprints():
     res = cli("list")
     assert res.code == 0

@@ -188,10 +188,27 @@ def read_lines(path: Path, what: str = "file") -> Iterator[tuple[int, str]]:
     """(line number, line) of a regular file of lines (JSON Lines), read a line at a time: the file is never held
     whole. Lines end at ``\n`` only, as :func:`lines` says; UTF-8, a byte-order mark dropped; bounded by
     ``GEVAL_MAX_READ_BYTES`` and ``GEVAL_MAX_LINE_BYTES``. Raises :class:`ReadError` while the lines are taken."""
+    for n, line, _ in read_lines_at(path, what):
+        yield n, line
+
+
+FileIdentity = tuple[int, int, int, int]  # (device, inode, size, time of the last change in ns) of an open file
+
+
+def _identity(info: os.stat_result) -> FileIdentity:
+    return info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns
+
+
+def read_lines_at(path: Path, what: str = "file",
+                  opened: list[FileIdentity] | None = None) -> Iterator[tuple[int, str, int]]:
+    """(line number, line, the byte where the line starts) of a file of lines, read as :func:`read_lines` says.
+    ``opened`` receives the identity of the file as it was opened, for :class:`LinesAgain`."""
     cap = size_limit(READ_LIMIT_VAR, MAX_READ_BYTES)
     line_cap = size_limit(LINE_LIMIT_VAR, MAX_LINE_BYTES)
     fd, too_large = _open_checked(path, what, cap)
     with os.fdopen(fd, "rb") as fh:
+        if opened is not None:
+            opened.append(_identity(os.fstat(fd)))
         got = 0
         n = 0
         while True:
@@ -205,16 +222,58 @@ def read_lines(path: Path, what: str = "file") -> Iterator[tuple[int, str]]:
             start, got = got, got + len(raw)
             if got > cap:
                 raise too_large
-            ended = raw.endswith(b"\n")
-            body = raw[:-1] if ended else raw
-            if body.endswith(b"\r"):
-                body = body[:-1]
-            if len(body) > line_cap or (not ended and len(raw) == line_cap + 2):
-                raise _too_long(n, what, None, line_cap)
-            try:
-                yield n, body.decode("utf-8-sig" if n == 1 else "utf-8")
-            except UnicodeDecodeError as exc:
-                raise ReadError(f"{what} is not UTF-8 text (byte {start + exc.start + 1})", where=f"line {n}") from None
+            yield n, _line_text(raw, start, n, what, line_cap), start
+
+
+def _line_text(raw: bytes, start: int, n: int, what: str, line_cap: int) -> str:
+    """A line read with its ``\n`` (and ``\r``) as text; ReadError if it is too long or not UTF-8."""
+    ended = raw.endswith(b"\n")
+    body = raw[:-1] if ended else raw
+    if body.endswith(b"\r"):
+        body = body[:-1]
+    if len(body) > line_cap or (not ended and len(raw) == line_cap + 2):
+        raise _too_long(n, what, None, line_cap)
+    try:
+        return body.decode("utf-8-sig" if start == 0 else "utf-8")
+    except UnicodeDecodeError as exc:
+        raise ReadError(f"{what} is not UTF-8 text (byte {start + exc.start + 1})", where=f"line {n}") from None
+
+
+class LinesAgain:
+    """Lines of a file read before with :func:`read_lines_at`, read again by where they start. The file must be
+    the one read then, unchanged (device, inode, size, time of the last change): else :class:`ReadError` on
+    opening. A context manager; :meth:`line` reads one line."""
+
+    def __init__(self, path: Path, what: str, identity: FileIdentity) -> None:
+        self.what = what
+        self.line_cap = size_limit(LINE_LIMIT_VAR, MAX_LINE_BYTES)
+        fd, _ = _open_checked(path, what, size_limit(READ_LIMIT_VAR, MAX_READ_BYTES))
+        try:
+            if _identity(os.fstat(fd)) != identity:
+                raise ReadError(f"{what} changed while it was in use (it is not the file that was read: its size "
+                                "or time of change differs); run again to read it anew")
+            self._fh = os.fdopen(fd, "rb")
+            self._at = 0
+        except BaseException:
+            os.close(fd)
+            raise
+
+    def line(self, start: int, n: int) -> str:
+        """The line that starts at byte ``start`` (line ``n``, for messages)."""
+        try:
+            if start != self._at:  # (lines read in the file's order follow one another: no seek)
+                self._fh.seek(start)
+            raw = self._fh.readline(self.line_cap + 2)
+        except OSError as exc:
+            raise _os_reason(exc, self.what) from None
+        self._at = start + len(raw)
+        return _line_text(raw, start, n, self.what, self.line_cap)
+
+    def __enter__(self) -> "LinesAgain":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._fh.close()
 
 
 def read_text(path: Path, what: str = "file", max_bytes: int | None = None) -> str:

@@ -403,3 +403,71 @@ def test_a_csv_value_may_be_as_long_as_a_line(tmp_path, monkeypatch):
     with pytest.raises(ReadError) as caught:
         read_csv(path)
     assert "record that starts on line 3" in str(caught.value) and caught.value.where == "line 3"
+
+
+ON_DISK_LINES = [  # a byte-order mark, CRLF and LF, blank lines, text of every script, a line separator in a value
+    '\ufeff{"meta": {"id": "x1", "doc": "g1"}, "ctx": ["erste Stelle", "z\u00fcrich"], "out": {"text": "\u00e9\u00e9n"}, '
+    '"r1": 1, "r2": 2}\r\n',
+    "\n",
+    '{"meta": {"id": "x2", "doc": "g1"}, "ctx": ["\u0142\u00f3d\u017a \u2028 \U0001f600"], "out": {"text": 5}, '
+    '"r1": 2, "r2": null}\n',
+    "   \r\n",
+    '{"meta": {"id": 3, "doc": "g2"}, "ctx": ["q"], "out": {"text": "last, no newline"}, "r1": null, "r2": null}',
+]
+
+
+def _on_disk_project(tmp: Path) -> Path:
+    write(tmp, "jsonl")
+    (tmp / "specs" / "data.jsonl").write_bytes("".join(ON_DISK_LINES).encode("utf-8"))
+    return tmp
+
+
+def test_a_json_lines_files_texts_stay_on_disk_and_are_read_again_as_they_were(tmp_path):
+    from geval_spec.dataset.cases import Fields, OnDisk, with_texts
+
+    parsed = load_spec(Project(_on_disk_project(tmp_path)).resolve("d"))
+    full = read_cases(parsed).cases
+    seen = []
+    lean = read_cases(parsed, on_disk=True, on_case=seen.append).cases
+    assert [c.id for c in full] == ["x1", "x2", "3"] and all(type(c.fields) is Fields for c in full)
+    assert all(type(c.fields) is OnDisk for c in lean)
+    assert seen == list(full)  # each case with its texts, as it is read
+    assert [(c.id, c.row, c.human, c.group) for c in lean] == [(c.id, c.row, c.human, c.group) for c in full]
+    assert with_texts(lean) == list(full)
+    assert with_texts(list(reversed(lean))) == list(reversed(full))  # read in the file's order, given in any
+    assert with_texts([lean[1], full[0]]) == [full[1], full[0]]
+    assert [dict(c.fields) for c in lean] == [dict(c.fields) for c in full]  # looked at one by one, as a fallback
+    assert full[1].fields["candidate"] == "5" and "\u2028" in full[1].fields["source"]
+    # other formats are read whole
+    write(tmp_path, "json")
+    (tmp_path / "specs" / "d.yaml").write_text(SPEC.format(path="data.json"))
+    whole = read_cases(load_spec(Project(tmp_path).resolve("d")), on_disk=True).cases
+    assert all(type(c.fields) is Fields for c in whole)
+
+
+@pytest.mark.parametrize("change", ["append", "rewrite", "replace", "same size"])
+def test_a_data_file_changed_while_its_texts_are_on_disk_is_an_error(tmp_path, change):
+    import os
+
+    from geval_spec.dataset.cases import with_texts
+
+    parsed = load_spec(Project(_on_disk_project(tmp_path)).resolve("d"))
+    lean = read_cases(parsed, on_disk=True).cases
+    path = tmp_path / "specs" / "data.jsonl"
+    data = path.read_bytes()
+    if change == "append":
+        with path.open("ab") as fh:
+            fh.write(b"\n")
+    elif change == "rewrite":
+        path.write_bytes(data.replace(b"erste", b"first"))
+    elif change == "replace":  # another file in its place, same bytes
+        (tmp_path / "specs" / "new.jsonl").write_bytes(data)
+        os.replace(tmp_path / "specs" / "new.jsonl", path)
+    else:
+        path.write_bytes(data.replace(b"erste", b"ERSTE"))
+        info = path.stat()
+        os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns + 1))
+    with pytest.raises(DataError) as err:
+        with_texts(lean)
+    message = str(err.value.problems[0])
+    assert "data.jsonl" in message and "changed while it was in use" in message

@@ -512,11 +512,12 @@ def test_every_query_in_docs_results_runs_on_a_run_s_store(tmp_path, server):
 
 
 def test_a_run_holds_the_chunk_it_plans_not_every_case(tmp_path, server, monkeypatch):
-    """Cases leave memory once planned: at each chunk only the cases not yet planned are alive (with their texts),
-    and what the run returns for its gate has no texts."""
+    """Cases leave memory once planned: at each chunk only the cases not yet planned are alive, and their texts
+    are in the JSON Lines file, not in memory: only the chunk being planned has its texts. What the run returns
+    for its gate has no texts."""
     import gc
 
-    from geval_spec.dataset.cases import Case
+    from geval_spec.dataset.cases import Case, Fields, OnDisk
     from geval_spec.runner import engine, run
     from geval_spec.spec.load import load_spec
     from geval_spec.spec.project import Project
@@ -527,19 +528,22 @@ def test_a_run_holds_the_chunk_it_plans_not_every_case(tmp_path, server, monkeyp
     made: set[int] = set()
     read = run.read_cases
 
-    def reading(parsed):
-        dataset = read(parsed)
+    def reading(parsed, **options):
+        dataset = read(parsed, **options)
         made.update(id(c) for c in dataset.cases)
         return dataset
 
     held: list[int] = []
+    texts: list[int] = []
     copies: list[int] = []
     plan = engine.Engine._plan
 
     async def planning(self, chunk):
         gc.collect()
-        held.append(sum(1 for o in gc.get_objects() if type(o) is Case and id(o) in made and len(o.fields)))
-        copies.append(sum(1 for o in gc.get_objects() if type(o) is Case and not len(o.fields)))
+        alive = [o for o in gc.get_objects() if type(o) is Case]
+        held.append(sum(1 for o in alive if id(o) in made and type(o.fields) is OnDisk))
+        texts.append(sum(1 for o in alive if type(o.fields) is Fields and len(o.fields)))
+        copies.append(sum(1 for o in alive if not len(o.fields)))
         return await plan(self, chunk)
 
     monkeypatch.setattr(run, "read_cases", reading)
@@ -550,7 +554,8 @@ def test_a_run_holds_the_chunk_it_plans_not_every_case(tmp_path, server, monkeyp
                         or returned[-1])
     res = cli("run", "demo", "--concurrency", "4", cwd=root)
     assert res.code == 0, res.err + res.out
-    assert held == [40, 35, 30, 25, 20, 15, 10, 5]
+    assert held == [35, 30, 25, 20, 15, 10, 5, 0]  # (the chunk's own: replaced by their copies with texts)
+    assert texts == [5] * 8  # the chunk's, read again from the file
     assert copies == [0, 5, 10, 15, 20, 25, 30, 35]  # the gate's copies without texts: made as cases are let go
     assert server.state.total == 40 and len(judgments(root, last_line(res.out))) == 40
     dataset = returned[0].dataset
@@ -625,3 +630,45 @@ def test_the_run_command_s_last_session_does_not_merge_the_run_s_row_groups(tmp_
                                    ).fetchone()[0]
         assert store.con.execute("SELECT count(*) FROM meta WHERE key = ?", [f"gate:{run_id}"]).fetchone()[0] == 1
     assert groups > 1
+
+
+def test_a_data_file_changed_during_a_run_stops_it_with_a_data_error_and_keeps_what_was_paid_for(tmp_path, server,
+                                                                                                 monkeypatch):
+    """The texts of a JSON Lines file are read again as each chunk is planned; the file changed after the second
+    chunk: the run stops with exit 2 naming the file, the answers it received are stored, and the next run (of
+    the changed file) does not send them again."""
+    import asyncio
+
+    from geval_spec.runner import engine
+
+    root = make_project(tmp_path, server.base_url, n=20, client="openai-http")
+    monkeypatch.setattr(engine, "FIRST_CHUNK", 5)
+    monkeypatch.setattr(engine, "CHUNK", 5)
+    data = root / "specs" / "data" / "cases.jsonl"
+    plan = engine.Engine._plan
+    planned = []
+
+    async def planning(self, chunk):
+        out = await plan(self, chunk)
+        planned.append(len(chunk))
+        if len(planned) == 2:  # once the first answers are in
+            for _ in range(500):
+                if server.state.ok >= 4:
+                    break
+                await asyncio.sleep(0.01)
+            with data.open("a") as fh:
+                fh.write('{"id": "new", "doc": "d99", "src": "s", "cand": "Summary new [[score=3]]", "human": 3}\n')
+        return out
+
+    monkeypatch.setattr(engine.Engine, "_plan", planning)
+    res = cli("run", "demo", "--concurrency", "4", cwd=root)
+    assert res.code == 2, res.err + res.out
+    assert "cases.jsonl" in res.err and "changed while it was in use" in res.err and "Traceback" not in res.err
+    sent = server.state.total
+    assert planned == [5, 5] and 4 <= sent <= 10
+    with Store(root / ".geval" / "results.duckdb") as store:
+        assert store.con.execute("SELECT count(*) FROM answers").fetchone()[0] == server.state.ok == sent
+    monkeypatch.setattr(engine.Engine, "_plan", plan)
+    again = cli("run", "demo", "--concurrency", "4", cwd=root)
+    assert again.code == 0, again.err + again.out
+    assert server.state.total == 21  # what was answered before is not sent again: the rest and the new case

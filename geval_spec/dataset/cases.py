@@ -14,31 +14,26 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-import json
 import math
 import re
 import unicodedata
-from collections import abc
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
-from json.encoder import encode_basestring
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
+from geval_spec.dataset.fields import MISSING as _MISSING
+from geval_spec.dataset.fields import (Fields, FieldsJson, OnDisk, TextSource, as_text, fields_json,  # noqa: F401
+                                       lookup)
 from geval_spec.dataset.readers import file_format, stream_records
 from geval_spec.errors import DataError, Problem
-from geval_spec.files import ReadError
+from geval_spec.files import FileIdentity, ReadError
 from geval_spec.spec.sections import HumanScale
 from geval_spec.spec.load import ParsedSpec
 from geval_spec.spec.sections import SPLITS, SplitByField, Spec
 from geval_spec.spec.yamldoc import Path as KeyPath
 
 
-class _Missing:
-    """The marker for a value that a record does not have."""
-
-
-_MISSING: Any = _Missing()
 KeyProblem = Callable[[KeyPath, str], Problem]
 MAX_HUMAN = 1e9  # without data.human_scale, a human score beyond this is no rating anyone meant
 # a number written as text (a CSV cell): ASCII digits, a point, an exponent, or nan / inf as float() reads them
@@ -46,53 +41,16 @@ _PLAIN_NUMBER = re.compile(r"\s*[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?
                            re.IGNORECASE | re.ASCII)
 
 
-class Fields(abc.Mapping[str, str]):
-    """A case's template variables, read-only: its values in a tuple, their names shared with every case of the
-    file (a run reads every case before it plans them: about 130 bytes less a case than a dict behind a
-    MappingProxyType)."""
-
-    __slots__ = ("_index", "_values")
-
-    def __init__(self, index: Mapping[str, int], values: tuple[str | None, ...]) -> None:
-        self._index = index  # name -> position in values (a value of None: the record has none)
-        self._values = values
-
-    def __getitem__(self, key: str) -> str:
-        i = self._index.get(key)
-        value = None if i is None else self._values[i]
-        if value is None:
-            raise KeyError(key)
-        return value
-
-    def __iter__(self) -> abc.Iterator[str]:
-        return (name for name, i in self._index.items() if self._values[i] is not None)
-
-    def __len__(self) -> int:
-        return sum(v is not None for v in self._values)
-
-    def __repr__(self) -> str:
-        return repr(dict(self))
-
-
-def fields_json(cases: Iterable["Case"]) -> Iterator[str]:
-    """Each case's fields as ``json.dumps(dict(case.fields), sort_keys=True, ensure_ascii=False)`` writes them
-    (with json's own string encoding), made without a dict and a sort per case: a rerun keys every case, and at
-    100,000 cases json.dumps took a tenth of its time."""
-    # id of a Fields index -> that index (held: its id stays its own) and its names, sorted and encoded
-    orders: dict[int, tuple[Mapping[str, int], list[tuple[str, int]]]] = {}
-    for case in cases:
-        f = case.fields
-        if type(f) is not Fields:
-            yield json.dumps(dict(f), sort_keys=True, ensure_ascii=False)
-            continue
-        index, values = f._index, f._values
-        known = orders.get(id(index))
-        if known is None:
-            known = orders[id(index)] = (index, [(encode_basestring(name) + ": ", i)
-                                                 for name, i in sorted(index.items())])
-        order = known[1]
-        yield "{" + ", ".join([name + encode_basestring(v) for name, i in order
-                               if (v := values[i]) is not None]) + "}"
+def with_texts(cases: Iterable["Case"]) -> list["Case"]:
+    """``cases`` with the texts of those whose fields are :class:`OnDisk` read from their file (one open a file)."""
+    out = list(cases)
+    places = [(i, f) for i, c in enumerate(out) if type(f := c.fields) is OnDisk]
+    sources = {id(f.source): f.source for _, f in places}
+    for source in sources.values():
+        mine = places if len(sources) == 1 else [(i, f) for i, f in places if f.source is source]
+        for (i, _), loaded in zip(mine, source.load([(f.start, f.line) for _, f in mine])):
+            out[i] = out[i].with_fields(loaded)
+    return out
 
 
 @dataclass(frozen=True, slots=True)  # slots: a run reads every case first (6 MB less at 100k cases)
@@ -115,6 +73,12 @@ class Case:
     @property
     def unit(self) -> str:
         return self.group if self.group is not None else self.id
+
+    def with_fields(self, fields: Mapping[str, str]) -> "Case":
+        """The case with these fields (as ``dataclasses.replace``, in a third of its time: a run makes two
+        copies of every case)."""
+        return Case(self.id, self.row, fields, self.human, self.group, self.system, self.category, self.family,
+                    self.split_value)
 
 
 @dataclass(frozen=True)
@@ -140,41 +104,7 @@ _NO_FIELDS = Fields({}, ())
 
 def without_texts(case: Case) -> Case:
     """``case`` without its template fields (see :meth:`Dataset.without_texts`)."""
-    return replace(case, fields=_NO_FIELDS)
-
-
-def lookup(record: Any, dotted: str) -> Any:
-    """Follow ``a.b.0.c`` through dicts and lists; _MISSING when a step is absent."""
-    if type(record) is dict and "." not in dotted:  # the common case, without the generic checks below
-        return record.get(dotted, _MISSING)
-    value = record
-    for part in dotted.split("."):
-        if isinstance(value, abc.Mapping) and part in value:  # (collections.abc's: typing's isinstance is slow)
-            value = value[part]
-        elif isinstance(value, (list, tuple)) and part.lstrip("-").isdigit() and -len(value) <= int(part) < len(value):
-            value = value[int(part)]
-        else:
-            return _MISSING
-    return value
-
-
-def as_text(value: Any) -> str:
-    """A data value as the text a prompt shows: a list as its items joined by blank lines, an object as JSON,
-    true, false and null as JSON writes them (not Python's True and None), and bytes (a Parquet column of binary
-    type, as some writers store text) decoded as UTF-8."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, (list, tuple)):
-        return "\n\n".join(as_text(v) for v in value)
-    if isinstance(value, Mapping):
-        return json.dumps(value, ensure_ascii=False, sort_keys=True)
-    if value is None or isinstance(value, bool):
-        return json.dumps(value)
-    if isinstance(value, (bytes, bytearray)):
-        return bytes(value).decode("utf-8", errors="replace")
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
+    return case.with_fields(_NO_FIELDS)
 
 
 def not_a_label(value: Any) -> str | None:
@@ -347,11 +277,15 @@ class _CaseReader:
                     family=optional["model_family"], split_value=split_value)
 
 
-def load_dataset(spec: Spec, path: Path, display: str, key_problem: KeyProblem) -> Dataset:
+def load_dataset(spec: Spec, path: Path, display: str, key_problem: KeyProblem, on_disk: bool = False,
+                 on_case: Callable[[Case], None] | None = None) -> Dataset:
     """Read the spec's data file into cases.
 
     ``key_problem(path_tuple, message)`` makes a Problem pointing at a key of
     the spec, so data errors lead back to the line that asked for the data.
+    ``on_disk``: a JSON Lines file's cases leave their texts in the file
+    (:class:`OnDisk`: a run reads them again a chunk at a time); other formats
+    are read whole. ``on_case`` sees each case with its texts as it is read.
     """
     fmt = file_format(path, spec.data.format)
     if fmt is None:
@@ -366,9 +300,11 @@ def load_dataset(spec: Spec, path: Path, display: str, key_problem: KeyProblem) 
     present: set[str] = set()  # every top-level key of every record
     columns: dict[str, None] = {}  # the keys of the first 100 records, in order (the file's columns)
     count = 0
+    opened: list[FileIdentity] = []
+    source: TextSource | None = None
     try:  # one record at a time: a record is dropped once it is a case
-        unit, rows = stream_records(path, fmt)
-        for n, (rec, pos) in enumerate(rows, 1):
+        unit, rows = stream_records(path, fmt, opened)
+        for n, (rec, pos, start) in enumerate(rows, 1):
             count = n
             present.update(rec)
             if n <= 100:
@@ -386,7 +322,14 @@ def load_dataset(spec: Spec, path: Path, display: str, key_problem: KeyProblem) 
                 dupes.setdefault(case_id, [seen[case_id]]).append(pos)
                 continue
             seen[case_id] = pos
-            cases.append(reader.case(rec, case_id, n, f"{unit} {pos}"))
+            case = reader.case(rec, case_id, n, f"{unit} {pos}")
+            if on_case is not None:
+                on_case(case)
+            if on_disk and start is not None:
+                if source is None:
+                    source = TextSource(path, display, opened[0], reader.fields, reader.index)
+                case = case.with_fields(OnDisk(source, start, pos))
+            cases.append(case)
     except ReadError as exc:
         where = f" ({exc.where})" if exc.where else ""
         raise DataError(problems=[key_problem(("data", "path"), f"{display}{where}: {exc}")]) from None
@@ -440,10 +383,11 @@ def _absent_columns(spec: Spec, present: set[str], display: str, key_problem: Ke
     return out
 
 
-def read_cases(parsed: ParsedSpec) -> Dataset:
-    """The cases of a loaded spec, read from its data file (which must lie inside the project)."""
+def read_cases(parsed: ParsedSpec, on_disk: bool = False, on_case: Callable[[Case], None] | None = None) -> Dataset:
+    """The cases of a loaded spec, read from its data file (which must lie inside the project); ``on_disk``,
+    ``on_case``: see :func:`load_dataset`."""
     try:
         path = parsed.source.inside(parsed.spec.data.path, "data file")
     except ReadError as exc:
         raise DataError(problems=[parsed.key_problem(("data", "path"), str(exc))]) from None
-    return load_dataset(parsed.spec, path, parsed.data_display, parsed.key_problem)
+    return load_dataset(parsed.spec, path, parsed.data_display, parsed.key_problem, on_disk, on_case)

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from geval_spec.files import (LINE_LIMIT_VAR, MAX_LINE_BYTES, MAX_READ_BYTES, READ_LIMIT_VAR, KeyTwice, ReadError,
-                              check_input, human_size, keys_once, read_lines, read_text, size_limit)
+from geval_spec.files import (LINE_LIMIT_VAR, MAX_LINE_BYTES, MAX_READ_BYTES, READ_LIMIT_VAR, FileIdentity, KeyTwice,
+                              ReadError, check_input, human_size, keys_once, read_lines_at, read_text, size_limit)
 from geval_spec.redact import SURROGATE, lone_surrogate
 
 FORMATS = {".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".parquet": "parquet"}
@@ -109,23 +109,37 @@ def read_jsonl(path: Path) -> Records:
 def jsonl_rows(path: Path) -> Iterator[tuple[dict[str, Any], int]]:
     """(record, line) of a JSON Lines file, read and decoded a line at a time: neither the file's text nor its
     records are held whole."""
-    for n, line in read_lines(path, "data file"):
-        if not line.strip():
-            continue
-        item = _decode(line, f"line {n}")
-        if not isinstance(item, dict):
-            raise ReadError(f"every line must be a JSON object, found {type(item).__name__}", where=f"line {n}")
+    for item, n, _ in jsonl_rows_at(path):
         yield item, n
 
 
-def stream_records(path: Path, fmt: str) -> tuple[str, Iterator[tuple[dict[str, Any], int]]]:
-    """(unit, (record, position) pairs) of a data file. JSON Lines, the format of large data, is decoded a
-    line at a time as the pairs are taken, so its records need not all be in memory at once (BENCHMARKS.md,
-    scale); the other formats are read whole. Raises :class:`ReadError`, also while the pairs are taken."""
+def jsonl_rows_at(path: Path, opened: list[FileIdentity] | None = None) -> Iterator[tuple[dict[str, Any], int, int]]:
+    """(record, line, the byte where the line starts) of a JSON Lines file, as :func:`jsonl_rows` reads them
+    (``opened``: see :func:`~geval_spec.files.read_lines_at`)."""
+    for n, line, start in read_lines_at(path, "data file", opened):
+        if line.strip():
+            yield jsonl_record(line, n), n, start
+
+
+def jsonl_record(line: str, n: int) -> dict[str, Any]:
+    """Line ``n`` of a JSON Lines file, not blank, as its record; ReadError if it is not one JSON object."""
+    item = _decode(line, f"line {n}")
+    if not isinstance(item, dict):
+        raise ReadError(f"every line must be a JSON object, found {type(item).__name__}", where=f"line {n}")
+    return item
+
+
+def stream_records(path: Path, fmt: str, opened: list[FileIdentity] | None = None
+                   ) -> tuple[str, Iterator[tuple[dict[str, Any], int, int | None]]]:
+    """(unit, (record, position, the byte where its line starts) triples) of a data file. JSON Lines, the format
+    of large data, is decoded a line at a time as the triples are taken, so its records need not all be in
+    memory at once (BENCHMARKS.md, scale), and a record can be read again from where it starts
+    (:class:`~geval_spec.files.LinesAgain`; ``opened`` receives the file's identity); the other formats are
+    read whole, and their byte is None. Raises :class:`ReadError`, also while the triples are taken."""
     if fmt == "jsonl":
-        return "line", jsonl_rows(path)
+        return "line", jsonl_rows_at(path, opened)
     records = read_records(path, fmt)
-    return records.unit, zip(records.rows, records.positions)
+    return records.unit, ((row, pos, None) for row, pos in zip(records.rows, records.positions))
 
 
 def read_csv(path: Path) -> Records:

@@ -14,7 +14,7 @@ import signal
 from dataclasses import dataclass, field
 from typing import AsyncIterator, Callable, Iterable, Sequence, TypeVar
 
-from geval_spec.dataset.cases import Case
+from geval_spec.dataset.cases import Case, with_texts
 from geval_spec.errors import EXIT_INTERRUPTED, CostCeiling, GevalError, JudgeError
 from geval_spec.judge.clients.base import completion_of
 from geval_spec.judge.precheck import Findings, precheck
@@ -200,6 +200,7 @@ class Engine:
             chunk = cases[-size:]
             del cases[-size:]
             chunk.reverse()
+            chunk = with_texts(chunk)  # (a JSON Lines file's texts, read again: OnDisk)
             for request in await self._plan(chunk):
                 yield request
             let_go(chunk)

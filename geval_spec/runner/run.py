@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from geval_spec import __version__
-from geval_spec.dataset.cases import Case, Dataset, fields_json, read_cases, without_texts
+from geval_spec.dataset.cases import Case, Dataset, FieldsJson, read_cases, with_texts, without_texts
 from geval_spec.dataset.splits import assign_splits
 from geval_spec.errors import CostCeiling, GevalError, InputError, MissingLogprobs, Problem
 from geval_spec.judge import costs
@@ -192,16 +192,31 @@ def _session(db: Path) -> Store:
 
 def case_keys(parsed: ParsedSpec, cases: Sequence[Case], judges: Sequence[Judge]) -> dict[str, str]:
     """Case id -> the key of everything its judgment depends on (see the module docstring)."""
-    plugins = ""
-    if parsed.spec.language is not None:  # the checkers' findings are part of the judgment: so are their versions
-        registry = load_plugins()
-        plugins = ",".join(f"{name}={registry.versions.get(name, '')}" for name in sorted(registry.loaded))
-    base = json.dumps([parsed.judging_fp, JUDGMENT_VERSION, [(j.label, j.model) for j in judges], plugins])
-    out = {}
-    for case, fields in zip(cases, fields_json(cases)):
-        material = base + "\x00" + case.id + "\x00" + fields
-        out[case.id] = hashlib.sha256(material.encode("utf-8")).hexdigest()
-    return out
+    keys = CaseKeys(parsed, judges)
+    for case in cases:
+        keys.add(case)
+    return keys.keys
+
+
+class CaseKeys:
+    """:func:`case_keys`, a case at a time (a run keys each case as its data is read, while its texts are at hand:
+    they stay in the file afterwards, :class:`~geval_spec.dataset.cases.OnDisk`)."""
+
+    def __init__(self, parsed: ParsedSpec, judges: Sequence[Judge]) -> None:
+        plugins = ""
+        if parsed.spec.language is not None:  # the checkers' findings are part of the judgment: so are their versions
+            registry = load_plugins()
+            plugins = ",".join(f"{name}={registry.versions.get(name, '')}" for name in sorted(registry.loaded))
+        base = json.dumps([parsed.judging_fp, JUDGMENT_VERSION, [(j.label, j.model) for j in judges], plugins])
+        self._base = hashlib.sha256((base + "\x00").encode("utf-8"))  # (base is ASCII: json.dumps escapes the rest)
+        self._json = FieldsJson()
+        self.keys: dict[str, str] = {}
+
+    def add(self, case: Case) -> None:
+        """Key ``case``: sha256 of the base, the case's id and its fields' JSON, NUL between them."""
+        h = self._base.copy()
+        h.update((case.id + "\x00" + self._json(case)).encode("utf-8"))
+        self.keys[case.id] = h.hexdigest()
 
 
 def journal_path(db: Path, run_id: str) -> Path:
@@ -243,7 +258,8 @@ def execute_run(parsed: ParsedSpec, options: RunOptions, on_progress: OnProgress
     problems = model_problems(parsed, judges, from_cli=options.model is not None)
     if problems:
         raise InputError(problems=problems)
-    dataset = read_cases(parsed)
+    keyed = CaseKeys(parsed, judges)  # (keyed as read: the texts of a JSON Lines file stay in it, OnDisk)
+    dataset = read_cases(parsed, on_disk=True, on_case=keyed.add)
     cases = select_cases(parsed, dataset.cases, options.split, options.limit)
     if options.shard is not None:
         shard = options.shard
@@ -252,9 +268,9 @@ def execute_run(parsed: ParsedSpec, options: RunOptions, on_progress: OnProgress
             say(f"--shard {shard[0]}/{shard[1]}: no cases fall in this shard; it is stored as an empty shard, "
                 "for merge")
     if options.dry_run:
-        return _dry_run(parsed, cases, judges, options)
+        return _dry_run(parsed, with_texts(cases), judges, options)
     if options.max_cost is not None:
-        _check_ceiling(_dry_run(parsed, cases, judges, options), options.max_cost)
+        _check_ceiling(_dry_run(parsed, with_texts(cases), judges, options), options.max_cost)
     steps_generated = needs_steps(parsed, options.regenerate_steps)
     with _session(options.db) as store:  # one session from the journals' recovery to the run's creation
         if store.recovered:
@@ -262,7 +278,8 @@ def execute_run(parsed: ParsedSpec, options: RunOptions, on_progress: OnProgress
         if steps_generated:
             routes = Routes(judges[:1], 1, options.replay, options.backoff)
             parsed = generate_steps(parsed, judges[0], store, routes, options.regenerate_steps, say)
-        started = _start(store, parsed, dataset.sha256, cases, judges, options)
+        started = _start(store, parsed, dataset.sha256, cases, judges, options, keyed.keys)
+    del keyed  # (26 MB at 100,000 cases: stored with the run's cases, where its judgments take them)
     if isinstance(started, RunResult):  # finished before: nothing is planned, the cases may keep their texts
         return replace(started, steps_generated=steps_generated, dataset=dataset)
     n_cases = len(cases)
@@ -315,15 +332,17 @@ class _Started:
 
 
 def _start(store: Store, parsed: ParsedSpec, data_sha256: str, cases: list[Case], judges: tuple[Judge, ...],
-           options: RunOptions) -> RunResult | _Started:
-    """The summary of the same run finished before, or the run created, with what it reuses."""
+           options: RunOptions, all_keys: dict[str, str]) -> RunResult | _Started:
+    """The summary of the same run finished before, or the run created, with what it reuses (``all_keys``: the
+    data's case keys, :class:`CaseKeys`)."""
     ids = [c.id for c in cases]
     if not ids and options.shard is not None:  # empty shards must not share an id: not within a set, nor across
         k, n = options.shard                     # sets made with other case options (see runner.shards._family)
         ids = [f"(empty shard {k}/{n}, split {options.split}, limit {options.limit}, model {options.model})"]
     run_id = run_id_for((parsed.name, parsed.spec.version), parsed.judging_fp, parsed.analysis_fp, data_sha256,
                         [(j.label, j.model) for j in judges], ids)
-    keys = case_keys(parsed, cases, judges)
+    keys = all_keys if len(all_keys) == len(cases) else {c.id: all_keys[c.id] for c in cases}  # (only the run's
+    # cases: another case's judgment is not reused. The cases are the data's, each once: as many are all of them)
     if store.finished(run_id):
         return replace(_summary(store, run_id, parsed.name, len(cases), Progress(), len(cases), options.db),
                        unchanged=True)

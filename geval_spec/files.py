@@ -140,7 +140,8 @@ def _open_checked(path: Path, what: str, cap: int, settable: bool = True) -> tup
     if "\x00" in str(path):
         raise ReadError(f"{what}: the path contains a NUL byte")
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+                     | getattr(os, "O_BINARY", 0))  # (Windows: bytes as they are, no CRLF or Ctrl-Z in text mode)
     except OSError as exc:
         raise _os_reason(exc, what) from None
     try:
@@ -192,11 +193,14 @@ def read_lines(path: Path, what: str = "file") -> Iterator[tuple[int, str]]:
         yield n, line
 
 
-FileIdentity = tuple[int, int, int, int]  # (device, inode, size, time of the last change in ns) of an open file
+# (device, inode, size, time of the last change to the contents and to the inode, in ns) of an open file: the
+# inode's time (st_ctime_ns, on Windows the creation time) moves with any write, and no program can set it back
+# as os.utime (cp -p, rsync -t) sets the contents' time back
+FileIdentity = tuple[int, int, int, int, int]
 
 
 def _identity(info: os.stat_result) -> FileIdentity:
-    return info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns
+    return info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns
 
 
 def read_lines_at(path: Path, what: str = "file",

@@ -672,3 +672,28 @@ def test_a_data_file_changed_during_a_run_stops_it_with_a_data_error_and_keeps_w
     again = cli("run", "demo", "--concurrency", "4", cwd=root)
     assert again.code == 0, again.err + again.out
     assert server.state.total == 21  # what was answered before is not sent again: the rest and the new case
+
+
+def test_an_unchanged_rerun_without_a_saved_gate_does_not_read_the_texts_again(tmp_path, server, monkeypatch):
+    """The gate reads no texts: an unchanged rerun whose gate is not saved (a new geval-spec version) computes it
+    from the cases as read, without opening the data file again for each case (it did: 20,000 opens at 20,000
+    cases)."""
+    from geval_spec import files
+
+    root = make_project(tmp_path, server.base_url, n=30, client="openai-http")
+    first = cli("run", "demo", "--concurrency", "4", cwd=root)
+    assert first.code == 0, first.err + first.out
+    with Store(root / ".geval" / "results.duckdb") as store:
+        store.con.execute("DELETE FROM meta WHERE key LIKE 'gate:%'")
+    opened = []
+    real = files.LinesAgain.__init__
+
+    def counting(self, *args, **kwargs):
+        opened.append(args)
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(files.LinesAgain, "__init__", counting)
+    again = cli("run", "demo", "--concurrency", "4", cwd=root)
+    assert again.code == 0, again.err + again.out
+    assert server.state.total == 30 and opened == []
+    assert "gate passed" in again.out + again.err

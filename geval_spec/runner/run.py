@@ -108,8 +108,8 @@ class RunResult:
     reasoning_tokens: int = 0
     cache_saved: float | None = None  # USD the provider's prompt cache saved (None: no price known)
     unchanged: bool = False  # the run was finished before: nothing was judged or stored now
-    dataset: Dataset | None = field(default=None, repr=False, compare=False)  # as read, for the gate (without
-    # texts when the run judged cases: it did not hold them all)
+    dataset: Dataset | None = field(default=None, repr=False, compare=False)  # as read, for the gate, without
+    # texts (the gate reads none; a JSON Lines file's are on disk: looking at them opened the file once a case)
 
 
 def select_cases(parsed: ParsedSpec, cases: Sequence[Case], split: str | None, limit: int | None) -> list[Case]:
@@ -281,7 +281,7 @@ def execute_run(parsed: ParsedSpec, options: RunOptions, on_progress: OnProgress
         started = _start(store, parsed, dataset.sha256, cases, judges, options, keyed.keys)
     del keyed  # (26 MB at 100,000 cases: stored with the run's cases, where its judgments take them)
     if isinstance(started, RunResult):  # finished before: nothing is planned, the cases may keep their texts
-        return replace(started, steps_generated=steps_generated, dataset=dataset)
+        return replace(started, steps_generated=steps_generated, dataset=dataset.without_texts())
     n_cases = len(cases)
     cases[:] = [c for c in cases if c.id not in started.reused]  # (in place: the engine empties this very list)
     text_free = _TextFree(dataset, cases)

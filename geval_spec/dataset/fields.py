@@ -22,6 +22,7 @@ class _Missing:
 
 MISSING: Any = _Missing()
 
+
 class Fields(abc.Mapping[str, str]):
     """A case's template variables, read-only: its values in a tuple, their names shared with every case of the
     file (a run reads every case before it plans them: about 130 bytes less a case than a dict behind a

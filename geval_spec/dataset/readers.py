@@ -117,16 +117,12 @@ def jsonl_rows_at(path: Path, opened: list[FileIdentity] | None = None) -> Itera
     """(record, line, the byte where the line starts) of a JSON Lines file, as :func:`jsonl_rows` reads them
     (``opened``: see :func:`~geval_spec.files.read_lines_at`)."""
     for n, line, start in read_lines_at(path, "data file", opened):
-        if line.strip():
-            yield jsonl_record(line, n), n, start
-
-
-def jsonl_record(line: str, n: int) -> dict[str, Any]:
-    """Line ``n`` of a JSON Lines file, not blank, as its record; ReadError if it is not one JSON object."""
-    item = _decode(line, f"line {n}")
-    if not isinstance(item, dict):
-        raise ReadError(f"every line must be a JSON object, found {type(item).__name__}", where=f"line {n}")
-    return item
+        if not line.strip():
+            continue
+        item = _decode(line, f"line {n}")
+        if not isinstance(item, dict):
+            raise ReadError(f"every line must be a JSON object, found {type(item).__name__}", where=f"line {n}")
+        yield item, n, start
 
 
 def stream_records(path: Path, fmt: str, opened: list[FileIdentity] | None = None

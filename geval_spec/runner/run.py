@@ -280,7 +280,7 @@ def execute_run(parsed: ParsedSpec, options: RunOptions, on_progress: OnProgress
             parsed = generate_steps(parsed, judges[0], store, routes, options.regenerate_steps, say)
         started = _start(store, parsed, dataset.sha256, cases, judges, options, keyed.keys)
     del keyed  # (26 MB at 100,000 cases: stored with the run's cases, where its judgments take them)
-    if isinstance(started, RunResult):  # finished before: nothing is planned, the cases may keep their texts
+    if isinstance(started, RunResult):  # finished before: nothing is planned
         return replace(started, steps_generated=steps_generated, dataset=dataset.without_texts())
     n_cases = len(cases)
     cases[:] = [c for c in cases if c.id not in started.reused]  # (in place: the engine empties this very list)

@@ -166,6 +166,7 @@ class ServerState:
     faults: Counter = field(default_factory=Counter)
     statuses: Counter = field(default_factory=Counter)  # HTTP status -> responses sent
     rate_limited: int = 0  # 429s from the rpm/tpm limits (injected 429 faults are in `faults`)
+    limited_at: list[float] = field(default_factory=list)  # time.monotonic() of each of those 429s
     accepted_at: list[float] = field(default_factory=list)  # time.monotonic() of each request past the limits
     extra_params: list[dict[str, Any]] = field(default_factory=list)  # per request: the keys not interpreted
 
@@ -438,6 +439,7 @@ class FakeOpenAI:
         """The 429 a provider sends for a request that does not fit its rate limits."""
         with self._lock:
             self.state.rate_limited += 1
+            self.state.limited_at.append(time.monotonic())
         limit = self._limiter.buckets[admission.kind].limit
         window = "requests per min (RPM)" if admission.kind == "requests" else "tokens per min (TPM)"
         org = f"for {body.get('model')} in organization org-fake on {window}: Limit {limit}, "

@@ -98,9 +98,14 @@ def test_without_headers_429s_cut_the_window_and_retry_after_is_honoured(tmp_pat
         res = cli("run", "demo", "--concurrency", "64", cwd=root)
         assert res.code == 0, res.err
         assert srv.state.statuses[200] == 60  # every case answered in the end
-        # a 64-wide burst would have had 50 refused at once; before later 429s paced at the rate answers came at,
-        # 44-50 of about 106 requests were refused (the window alone held the pace), since then about 3
-        assert srv.state.rate_limited <= 15
+        # The 429s come in one burst as the slow start overshoots, and none after: the pace is found. Before later
+        # 429s paced at the rate answers came at, 44-50 of about 106 requests were refused all through the run
+        # (the window alone held the pace). How many the burst holds is the requests already in flight when the
+        # first 429 is read: 3-12 on a quiet machine, up to 23 on a loaded one (CPU-starved, the client reads
+        # answers in clumps and its window grows meanwhile), so their count is no measure of the pacing.
+        limited = srv.state.limited_at
+        assert limited and max(limited) - min(limited) < 1.0, [round(t - min(limited), 3) for t in limited]
+        assert sum(t > max(limited) for t in srv.state.accepted_at) >= 40  # of the 60 answers
 
 
 def test_without_headers_later_429s_pace_at_what_the_provider_let_through(monkeypatch):

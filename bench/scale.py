@@ -115,8 +115,11 @@ def bodies_of(root: Path, n: int, tmp: Path) -> Path:
     text = first["messages"][-1]["content"]
     path = tmp / f"bodies-{n}.jsonl"
     with path.open("w", encoding="utf-8") as fh:
-        for i in range(n):  # the same shape and size, a distinct case each
-            body = dict(first, messages=[dict(first["messages"][-1], content=text.replace("Summary 0 ", f"Summary {i} "))])
+        # the same shape and size, a distinct case each: every message of the run's body (until 2026-12-03 the raw
+        # loop sent the user message alone, a third of the bytes)
+        for i in range(n):
+            case = dict(first["messages"][-1], content=text.replace("Summary 0 ", f"Summary {i} "))
+            body = dict(first, messages=[*first["messages"][:-1], case])
             fh.write(json.dumps(body) + "\n")
     return path
 

@@ -133,22 +133,24 @@ def bodies_of(root: Path, n: int, tmp: Path) -> Path:
     return path
 
 
-def first_run(n: int, port: int, concurrency: int, tmp: Path, pairs: int = 1) -> tuple[Path, Timed, Timed, list[float]]:
-    """A project of ``n`` cases judged by the server at ``port``: the raw loop's timing, then the first run's.
-
-    With ``pairs`` > 1 the two alternate that many times (a fresh store each time) and the pair whose CPU ratio is
-    the median is returned, with every pair's ratio: the ratio of one pair moved 2.0-3.8 between two benches an
-    hour apart at 2,000 cases, as the machine's speed drifted between the two processes. The run's peak RSS is the
-    median of its runs'."""
-    base = f"http://127.0.0.1:{port}/v1"
-    root = make_project(tmp, base, n=n, name="bench", client="openai-http")
-    bodies = bodies_of(root, n, tmp)
-    measured: list[tuple[Timed, Timed]] = []
+def measured_pairs(root: Path, base: str, bodies: Path, concurrency: int, pairs: int) -> list[tuple[Timed, Timed]]:
+    """The raw loop's timing, then the first run's (on a fresh store), ``pairs`` times in turn."""
+    out = []
     for _ in range(pairs):
         shutil.rmtree(root / ".geval", ignore_errors=True)
         raw = timed([sys.executable, "-c", RAW_LOOP, f"{base}/chat/completions", str(bodies), str(concurrency)], root)
         first = timed([sys.executable, "-m", "geval_spec", "run", "bench", "--concurrency", str(concurrency)], root)
-        measured.append((raw, first))
+        out.append((raw, first))
+    return out
+
+
+def first_run(n: int, port: int, concurrency: int, tmp: Path, pairs: int) -> tuple[Path, Timed, Timed, list[float]]:
+    """A project of ``n`` cases judged by the server at ``port``: the raw loop's timing and the first run's, of the
+    pair whose CPU ratio is the median (the run's peak RSS: the median of its runs'), and every pair's ratio. The
+    store is the last pair's."""
+    base = f"http://127.0.0.1:{port}/v1"
+    root = make_project(tmp, base, n=n, name="bench", client="openai-http")
+    measured = measured_pairs(root, base, bodies_of(root, n, tmp), concurrency, pairs)
     ratios = [first.cpu / raw.cpu for raw, first in measured]
     raw, first = sorted(measured, key=lambda m: m[1].cpu / m[0].cpu)[len(measured) // 2]
     rss = statistics.median(f.rss_mb for _, f in measured)
@@ -168,21 +170,15 @@ def one_size(n: int, port: int, concurrency: int, tmp: Path, pairs: int) -> dict
             "rerun_share": rerun.cpu / first.cpu, "report_wall": report.wall, "ratios": ratios}
 
 
-def wall_at_latency(n: int, latency: float, concurrency: int, tmp: Path, pairs: int) -> tuple[float, float, list[float]]:
+def wall_at_latency(n: int, latency: float, concurrency: int, tmp: Path,
+                    pairs: int) -> tuple[float, float, list[float]]:
     """The raw loop's and the first run's wall times against a server that answers after ``latency`` seconds (the
     pair whose ratio is the median, with every pair's ratio)."""
     with serving(latency) as port:
         base = f"http://127.0.0.1:{port}/v1"
         root = make_project(tmp, base, n=n, name="bench", client="openai-http")
-        bodies = bodies_of(root, n, tmp)
-        walls = []
-        for _ in range(pairs):
-            shutil.rmtree(root / ".geval", ignore_errors=True)
-            raw = timed([sys.executable, "-c", RAW_LOOP, f"{base}/chat/completions", str(bodies), str(concurrency)],
-                        root)
-            first = timed([sys.executable, "-m", "geval_spec", "run", "bench", "--concurrency", str(concurrency)],
-                          root)
-            walls.append((raw.wall, first.wall))
+        walls = [(raw.wall, first.wall)
+                 for raw, first in measured_pairs(root, base, bodies_of(root, n, tmp), concurrency, pairs)]
     ratios = [f / r for r, f in walls]
     raw_wall, run_wall = sorted(walls, key=lambda w: w[1] / w[0])[len(walls) // 2]
     return raw_wall, run_wall, ratios

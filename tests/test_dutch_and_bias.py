@@ -81,6 +81,26 @@ def test_the_lexicon_protects_the_phrase_where_it_stands_after_longer_lower_case
         == ["hoofd pijn"]
 
 
+@pytest.mark.parametrize("phrase, written", [
+    ("kun je\u0301", "Kun jé dat doen?"),  # the lexicon decomposed, the text composed
+    ("kun jé", "Kun je\u0301 dat doen?"),  # and the other way round
+    ("kun jé", "Kun j\u200dé dat doen?"),  # a zero-width joiner inside the word
+    ("kun jé", "Ku\u00adn jé dat doen?"),  # a soft hyphen
+    ("KUN JÉ", "kun je\u0301 dat doen?"),  # in any case
+])
+def test_the_lexicon_protects_its_phrase_however_its_letters_are_written(phrase, written):
+    """A lexicon phrase is the same phrase in NFC and NFD and with invisible characters inside, as the findings
+    read words: it was matched as written, and its words were flagged when the spec and the data differed."""
+    from geval_spec.spec.sections import Language
+    from geval_spec_nl import check
+
+    lang = Language(code="nl-NL", formality="u", lexicon=[phrase])
+    assert check(lang, written) == []
+    assert [f.kind for f in check(lang.model_copy(update={"lexicon": []}), written)] == ["formality"]
+    assert [f.kind for f in check(lang, written.replace("Kun", "Wil").replace("kun", "wil")
+                                  .replace("Ku\u00adn", "Wil"))] == ["formality"]  # only the phrase is protected
+
+
 def test_spans_answer_as_the_scan_over_every_span_did():
     from hypothesis import given, strategies as st
 

@@ -11,7 +11,8 @@ before the judge is called and returns findings with character positions:
   as two words (``language.compound_ratio``), e.g. "hoofd pijn";
 
 Words and phrases of the shipped Flemish lexicon (for ``nl-BE``) and of the
-spec's ``lexicon`` are never flagged.
+spec's ``lexicon`` are never flagged, in any case and however their letters
+are written (NFC or NFD, invisible format characters inside).
 """
 
 from __future__ import annotations

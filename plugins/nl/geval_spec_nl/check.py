@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -25,9 +26,25 @@ def protected_spans(text: str, phrases) -> list[tuple[int, int]]:
     ``text.lower()`` were off after a character whose lower case is longer, such as ``İ``.)"""
     spans = []
     for phrase in phrases:
-        for m in re.finditer(rf"(?<!\w){re.escape(phrase)}(?!\w)", text, re.IGNORECASE):
+        for m in re.finditer(rf"(?<!\w){phrase_pattern(phrase)}(?!\w)", text, re.IGNORECASE):
             spans.append((m.start(), m.end()))
     return spans
+
+
+_FORMAT_CHARS = "[\u00ad\u200b-\u200d\u2060\ufeff]*"  # (text._FORMAT: soft hyphen, zero-width characters)
+
+
+@lru_cache(maxsize=1024)
+def phrase_pattern(phrase: str) -> str:
+    """A pattern for ``phrase`` however its letters are written, as the checks read words (:class:`.text.Token`):
+    an accented letter composed (NFC) or as a letter and combining marks (NFD), in the phrase as in the text, and
+    invisible format characters between its characters. (Matched as written, a lexicon in one form missed text in
+    the other, and its words were flagged.)"""
+    parts = []
+    for ch in unicodedata.normalize("NFC", phrase):
+        forms = sorted({ch, unicodedata.normalize("NFD", ch)}, key=len, reverse=True)
+        parts.append(re.escape(ch) if len(forms) == 1 else "(?:" + "|".join(map(re.escape, forms)) + ")")
+    return _FORMAT_CHARS.join(parts)
 
 
 def check(language: Any, text: str) -> list[Finding]:

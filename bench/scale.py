@@ -15,7 +15,7 @@ For each N, in one run of this script:
 At N <= 10,000 the raw loop and the first run alternate ``--pairs`` times (3
 by default; a fresh store each time), and the pair whose CPU ratio is the
 median is reported, with every pair's ratio: one pair's ratio at 2,000 cases
-moved 2.0-3.8 between two benches an hour apart. The run's peak RSS is the
+moved 2.0-3.8 between two benches ten minutes apart. The run's peak RSS is the
 median of its runs'. 100,000 cases take one pair.
 
 Then, in the same run, the wall-time target: a second server answers after

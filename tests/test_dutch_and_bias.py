@@ -101,6 +101,31 @@ def test_the_lexicon_protects_its_phrase_however_its_letters_are_written(phrase,
                                   .replace("Ku\u00adn", "Wil"))] == ["formality"]  # only the phrase is protected
 
 
+@pytest.mark.parametrize("phrase, written, wanted, protected", [
+    ("\u00fc\u0301 je", "\u00fc\u0301 je", "u", True),  # neither NFC nor NFD, written alike
+    ("e\u0301\u0323 je", "e\u0301\u0323 je", "u", True),  # marks in a non-canonical order
+    ("\u01d8 je", "u\u0308\u0301 je", "u", True),  # the same letter, composed and not
+    ("\ud55c je", "\u1112\u1161\u11ab je", "u", True),  # Hangul composed and as jamo
+    ("je", "2\u200bje kunt", "u", True),  # a zero-width space after a digit: je is a word of its own
+    ("je", "je\u00adzelf kunt", "u", False),  # a soft hyphen inside a word: "je" is not the word
+    ("kun je", "Kun je\u0301 dat?", "u", False),  # je with an accent is not the phrase: as composed jé
+    ("", "Kun je dat?", "u", False),  # an empty phrase protects nothing
+    ("\u00ad", "Kun je dat?", "u", False),
+])
+def test_the_lexicon_reads_the_text_as_the_checks_do(phrase, written, wanted, protected):
+    """A phrase is matched in the text read as the checks read words (NFC, no format characters inside a word),
+    with the text's own offsets: forms between NFC and NFD, Hangul, digits and format characters next to a phrase
+    (a review of ad2702a found these)."""
+    from geval_spec.spec.sections import Language
+    from geval_spec_nl import check
+
+    lang = Language(code="nl-NL", formality=wanted, lexicon=[phrase])
+    found = check(lang, written)
+    unprotected = check(lang.model_copy(update={"lexicon": []}), written)
+    assert unprotected and all(written[f.start:f.end] == f.text for f in unprotected)
+    assert (found == []) is protected, found
+
+
 def test_spans_answer_as_the_scan_over_every_span_did():
     from hypothesis import given, strategies as st
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from bisect import bisect_right
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -22,46 +23,89 @@ def flemish() -> tuple[str, ...]:
 
 
 def protected_spans(text: str, phrases) -> list[tuple[int, int]]:
-    """Where the phrases stand in ``text``, in any case and however their letters are written (:func:`phrase_regex`),
-    with invisible format characters inside, as the checks read words (:class:`.text.Token`). (Found in the text
-    itself: offsets found in ``text.lower()`` were off after a character whose lower case is longer, such as
-    ``İ``.)"""
-    seen, where = _without_format(text)
+    """Where the phrases stand in ``text``, in any case and however their letters are written, as the checks read
+    words (:class:`.text.Token`): composed or decomposed (the text is matched in NFC, as the phrase), with invisible
+    format characters inside a word. The offsets are the text's own. (Offsets found in ``text.lower()`` were off
+    after a character whose lower case is longer, such as ``İ``.)"""
+    seen, where = _as_read(text)
     spans = []
     for phrase in phrases:
         for m in phrase_regex(phrase).finditer(seen):
             if m.end() > m.start():
-                spans.append((where[m.start()], where[m.end() - 1] + 1))
+                spans.append((where[m.start()][0], where[m.end() - 1][1]))
     return spans
 
 
-class _Same:
-    """The identity map of offsets (a text without format characters)."""
-
-    def __getitem__(self, i: int) -> int:
-        return i
+# Letters and combining marks: a format character between two of them is inside a word (text._INNER).
+_WORDLIKE = re.compile(r"[^\W\d_]|[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]")
+_INSIDE = re.compile(rf"(?<={_WORDLIKE.pattern}){_FORMAT.pattern}+(?={_WORDLIKE.pattern})")
 
 
-def _without_format(text: str) -> tuple[str, _Same | list[int]]:
-    """``text`` without its invisible format characters, and the offset in ``text`` of each of its characters."""
-    if _FORMAT.search(text) is None:
-        return text, _Same()
-    kept = [i for i, ch in enumerate(text) if _FORMAT.match(ch) is None]
-    return "".join(text[i] for i in kept), kept
+_CLUSTER = re.compile(r"[\x00-\x7f]?[^\x00-\x7f]+")  # what NFC may change: a run beyond ASCII, with the letter before
+
+
+class _Offsets:
+    """Where each character of a text as read (:func:`_as_read`) stands in the text: ``pieces`` are (start as
+    read, start in the text, end in the text, whether each character stands for itself); a piece that does not
+    stands for its whole span (a letter composed from a letter and its marks)."""
+
+    def __init__(self, pieces: list[tuple[int, int, int, bool]]) -> None:
+        self.pieces = pieces
+        self.starts = [p[0] for p in pieces]
+
+    def __getitem__(self, i: int) -> tuple[int, int]:
+        if not self.pieces:
+            return i, i + 1
+        read, start, end, itself = self.pieces[max(0, bisect_right(self.starts, i) - 1)]
+        return (start + i - read, start + i - read + 1) if itself else (start, end)
+
+
+def _as_read(text: str) -> tuple[str, _Offsets]:
+    """``text`` as the phrases are matched in it: without the format characters inside its words, in NFC; and for
+    each of its characters, the span of ``text`` it stands for. NFC composes a character only with the marks after
+    it and never with an ASCII character: each run beyond ASCII, with the character before it, is normalised
+    alone (a text in NFC without format characters, as most are, is read as it is)."""
+    if _FORMAT.search(text) is None and unicodedata.is_normalized("NFC", text):
+        return text, _Offsets([])
+    kept: list[tuple[int, int]] = []  # the text without the format characters inside words: (start, end) pieces
+    pos = 0
+    for m in _INSIDE.finditer(text):
+        kept.append((pos, m.start()))
+        pos = m.end()
+    kept.append((pos, len(text)))
+    out: list[str] = []
+    pieces: list[tuple[int, int, int, bool]] = []
+    read = 0
+    for a, b in kept:
+        part = text[a:b]
+        last = 0
+        for m in _CLUSTER.finditer(part):
+            normal = unicodedata.normalize("NFC", m.group())
+            if normal == m.group():
+                continue
+            if m.start() > last:
+                pieces.append((read, a + last, a + m.start(), True))
+                out.append(part[last:m.start()])
+                read += m.start() - last
+            pieces.append((read, a + m.start(), a + m.end(), False))
+            out.append(normal)
+            read += len(normal)
+            last = m.end()
+        if b - a > last:
+            pieces.append((read, a + last, b, True))
+            out.append(part[last:])
+            read += b - a - last
+    return "".join(out), _Offsets(pieces)
 
 
 @lru_cache(maxsize=4096)
 def phrase_regex(phrase: str) -> re.Pattern[str]:
-    """``phrase`` as a pattern in any case, whole words only, however its letters are written: an accented letter
-    composed (NFC) or as a letter and combining marks (NFD), in the phrase as in the text (format characters are
-    taken out of both). Matched as written, a lexicon in one form missed text in the other, and its words were
-    flagged. Each letter with a decomposition is an alternative of its two forms; the others stay as written, so a
-    long phrase compiles as fast as before."""
-    parts = []
-    for ch in unicodedata.normalize("NFC", _FORMAT.sub("", phrase)):
-        decomposed = unicodedata.normalize("NFD", ch)
-        parts.append(re.escape(ch) if decomposed == ch else f"(?:{re.escape(ch)}|{re.escape(decomposed)})")
-    return re.compile(rf"(?<!\w){''.join(parts)}(?!\w)", re.IGNORECASE)
+    """``phrase`` read as the text is (:func:`_as_read`: NFC, no format characters inside its words), in any case,
+    whole words only: not next to a letter, digit or underscore, nor followed by a combining mark (a different
+    letter)."""
+    read, _ = _as_read(phrase)
+    return re.compile(rf"(?<!\w){re.escape(read)}(?![\w\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f])",
+                      re.IGNORECASE)
 
 
 def check(language: Any, text: str) -> list[Finding]:

@@ -106,6 +106,7 @@ def test_the_lexicon_protects_its_phrase_however_its_letters_are_written(phrase,
     ("e\u0301\u0323 je", "e\u0301\u0323 je", "u", True),  # marks in a non-canonical order
     ("\u01d8 je", "u\u0308\u0301 je", "u", True),  # the same letter, composed and not
     ("\ud55c je", "\u1112\u1161\u11ab je", "u", True),  # Hangul composed and as jamo
+    ("kun j\u00e9", "Kun je\u00ad\u0301 dat?", "u", True),  # a soft hyphen between a letter and its accent
     ("je", "2\u200bje kunt", "u", True),  # a zero-width space after a digit: je is a word of its own
     ("je", "je\u00adzelf kunt", "u", False),  # a soft hyphen inside a word: "je" is not the word
     ("kun je", "Kun je\u0301 dat?", "u", False),  # je with an accent is not the phrase: as composed jé

@@ -12,7 +12,7 @@ from typing import Any
 from geval_spec.plugins import Finding
 
 from . import compounds, formality
-from .text import _FORMAT, Covered
+from .text import _FORMAT, FORMAT_CHARS, MARKS, Covered
 
 
 @lru_cache(maxsize=1)
@@ -36,28 +36,33 @@ def protected_spans(text: str, phrases) -> list[tuple[int, int]]:
     return spans
 
 
-# Letters and combining marks: a format character between two of them is inside a word (text._INNER).
-_WORDLIKE = re.compile(r"[^\W\d_]|[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]")
-_INSIDE = re.compile(rf"(?<={_WORDLIKE.pattern}){_FORMAT.pattern}+(?={_WORDLIKE.pattern})")
-
-
+# Letters and combining marks: format characters between two of them are inside a word (text._INNER)
+_WORDLIKE = rf"[^\W\d_]|[{MARKS}]"
+_INSIDE = re.compile(rf"(?<={_WORDLIKE})[{FORMAT_CHARS}]+(?={_WORDLIKE})")
 _CLUSTER = re.compile(r"[\x00-\x7f]?[^\x00-\x7f]+")  # what NFC may change: a run beyond ASCII, with the letter before
 
 
 class _Offsets:
-    """Where each character of a text as read (:func:`_as_read`) stands in the text: ``pieces`` are (start as
-    read, start in the text, end in the text, whether each character stands for itself); a piece that does not
-    stands for its whole span (a letter composed from a letter and its marks)."""
+    """Where each character of a text as read (:func:`_as_read`) stands in the text. ``pieces``: (start as read,
+    start and end in the text without the format characters inside words, whether each character stands for
+    itself; if not, it stands for the piece's whole span: a letter composed from a letter and its marks).
+    ``kept``: (start without them, start in the text) of each stretch of the text that was kept."""
 
-    def __init__(self, pieces: list[tuple[int, int, int, bool]]) -> None:
-        self.pieces = pieces
-        self.starts = [p[0] for p in pieces]
+    def __init__(self, pieces: list[tuple[int, int, int, bool]], kept: list[tuple[int, int]]) -> None:
+        self.pieces, self.kept = pieces, kept
+        self.starts, self.kept_starts = [p[0] for p in pieces], [k[0] for k in kept]
 
     def __getitem__(self, i: int) -> tuple[int, int]:
         if not self.pieces:
             return i, i + 1
-        read, start, end, itself = self.pieces[max(0, bisect_right(self.starts, i) - 1)]
-        return (start + i - read, start + i - read + 1) if itself else (start, end)
+        read, start, end, itself = self.pieces[bisect_right(self.starts, i) - 1]
+        if itself:
+            start, end = start + i - read, start + i - read + 1
+        return self._in_text(start), self._in_text(end - 1) + 1
+
+    def _in_text(self, i: int) -> int:
+        stripped, at = self.kept[bisect_right(self.kept_starts, i) - 1]
+        return at + i - stripped
 
 
 def _as_read(text: str) -> tuple[str, _Offsets]:
@@ -66,36 +71,35 @@ def _as_read(text: str) -> tuple[str, _Offsets]:
     it and never with an ASCII character: each run beyond ASCII, with the character before it, is normalised
     alone (a text in NFC without format characters, as most are, is read as it is)."""
     if _FORMAT.search(text) is None and unicodedata.is_normalized("NFC", text):
-        return text, _Offsets([])
-    kept: list[tuple[int, int]] = []  # the text without the format characters inside words: (start, end) pieces
-    pos = 0
-    for m in _INSIDE.finditer(text):
-        kept.append((pos, m.start()))
-        pos = m.end()
-    kept.append((pos, len(text)))
+        return text, _Offsets([], [])
+    kept: list[tuple[int, int]] = []
+    parts: list[str] = []
+    pos = length = 0
+    for m in [*_INSIDE.finditer(text), None]:
+        stop = len(text) if m is None else m.start()
+        kept.append((length, pos))
+        parts.append(text[pos:stop])
+        length += stop - pos
+        pos = 0 if m is None else m.end()
+    stripped = "".join(parts)
     out: list[str] = []
     pieces: list[tuple[int, int, int, bool]] = []
-    read = 0
-    for a, b in kept:
-        part = text[a:b]
-        last = 0
-        for m in _CLUSTER.finditer(part):
-            normal = unicodedata.normalize("NFC", m.group())
-            if normal == m.group():
-                continue
-            if m.start() > last:
-                pieces.append((read, a + last, a + m.start(), True))
-                out.append(part[last:m.start()])
-                read += m.start() - last
-            pieces.append((read, a + m.start(), a + m.end(), False))
-            out.append(normal)
-            read += len(normal)
-            last = m.end()
-        if b - a > last:
-            pieces.append((read, a + last, b, True))
-            out.append(part[last:])
-            read += b - a - last
-    return "".join(out), _Offsets(pieces)
+    read = last = 0
+    for m in _CLUSTER.finditer(stripped):
+        normal = unicodedata.normalize("NFC", m.group())
+        if normal == m.group():
+            continue
+        if m.start() > last:
+            pieces.append((read, last, m.start(), True))
+            out.append(stripped[last:m.start()])
+            read += m.start() - last
+        pieces.append((read, m.start(), m.end(), False))
+        out.append(normal)
+        read += len(normal)
+        last = m.end()
+    pieces.append((read, last, len(stripped), True))
+    out.append(stripped[last:])
+    return "".join(out), _Offsets(pieces, kept)
 
 
 @lru_cache(maxsize=4096)
@@ -104,8 +108,7 @@ def phrase_regex(phrase: str) -> re.Pattern[str]:
     whole words only: not next to a letter, digit or underscore, nor followed by a combining mark (a different
     letter)."""
     read, _ = _as_read(phrase)
-    return re.compile(rf"(?<!\w){re.escape(read)}(?![\w\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f])",
-                      re.IGNORECASE)
+    return re.compile(rf"(?<!\w){re.escape(read)}(?![\w{MARKS}])", re.IGNORECASE)
 
 
 def check(language: Any, text: str) -> list[Finding]:

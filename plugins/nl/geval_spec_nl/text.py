@@ -11,10 +11,12 @@ from typing import Iterable
 # A word: letters, with the combining marks and the invisible format characters (zero-width joiner and non-joiner,
 # zero-width space, word joiner, soft hyphen) written inside it: "je" with a combining accent or a joiner inside is
 # one word, as it reads, not two.
-_INNER = "\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f\u00ad\u200b-\u200d\u2060\ufeff"
+MARKS = "\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f"  # combining marks (a character class's)
+FORMAT_CHARS = "\u00ad\u200b-\u200d\u2060\ufeff"
+_INNER = MARKS + FORMAT_CHARS
 _LETTERS = rf"[^\W\d_][^\W\d_{_INNER}]*(?:[{_INNER}]+[^\W\d_]*)*"
 WORD = re.compile(rf"{_LETTERS}(?:['’-]{_LETTERS})*", re.UNICODE)
-_FORMAT = re.compile("[\u00ad\u200b-\u200d\u2060\ufeff]")
+_FORMAT = re.compile(f"[{FORMAT_CHARS}]")
 QUOTES = (("\"", "\""), ("“", "”"), ("„", "”"), ("«", "»"), ("‘", "’"))
 SENTENCE_END = re.compile(r"[.!?;:]\s")
 

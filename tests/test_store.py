@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
 import duckdb
 import pytest
@@ -394,7 +395,28 @@ def test_judgments_read_without_distributions_are_otherwise_the_same(tmp_path):
         assert store.judgments("run_x") == stored
         without = store.judgments("run_x", distributions=False)
     assert [j.distribution for j in without] == [None, None, None]
-    assert without == [Judgment(**{**j.__dict__, "distribution": None}) for j in stored]
+    assert without == [replace(j, distribution=None) for j in stored]
+
+
+def test_judgments_read_back_share_their_names_and_hold_no_instance_dict(tmp_path):
+    """The gate after a run holds every judgment (100,000 at a time): each is a slotted object, and its judge,
+    method and reason are one string each however many judgments name them (DuckDB makes one a row), read a
+    few thousand rows at a time (a list of every row and the objects made of them were held at once)."""
+    from geval_spec.judge.types import Judgment
+    from geval_spec.store import judgments as module
+
+    stored = [Judgment(case_id=f"c{i}", judge="judge", method="logprobs", score=None, valid=False,
+                       reason="no score") for i in range(7)]
+    module.FETCH_ROWS, saved = 3, module.FETCH_ROWS
+    try:
+        with Store(tmp_path / "r.duckdb") as store:
+            store.save_judgments("run_x", stored, replace_all=False)
+            back = store.judgments("run_x", lean=True)
+    finally:
+        module.FETCH_ROWS = saved
+    assert back == stored and not hasattr(back[0], "__dict__")
+    for name in ("judge", "method", "reason"):
+        assert len({id(getattr(j, name)) for j in back}) == 1, name
 
 
 def test_a_nudge_starts_a_session_before_the_interval(tmp_path):

@@ -231,7 +231,7 @@ def _field_names(cls: type) -> tuple[str, ...]:
     return names
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: 128 bytes, not 352 (a gate holds every one)
 class Judgment:
     case_id: str
     judge: str

@@ -7,7 +7,7 @@ transaction helpers); kept apart so each module stays one reading.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from geval_spec.judge.types import NO_DETAILS, Details, Judgment, Verdict
 from geval_spec.plugins import Finding
@@ -156,15 +156,21 @@ class JudgmentTables:
                 "ORDER BY case_id, judge, idx", [run_id]).fetchall():
             vmap.setdefault((case_id, judge), []).append(Verdict(statement, verdict, reason or "", support or ""))
         out = []
-        for row in self.con.execute(
-                "SELECT j.case_id, j.judge, j.method, j.score, j.valid, j.reason, "
-                + ("NULL, " if lean or not distributions else "j.distribution_json, ")
-                + "j.valid_mass, j.samples_json, j.spread, "
-                + ("CASE WHEN j.method = 'verdicts' THEN j.details_json END" if lean else "j.details_json")
-                + " FROM judgments j LEFT JOIN run_cases c "
-                "ON c.run_id = j.run_id AND c.case_id = j.case_id WHERE j.run_id = ? ORDER BY c.position, j.judge",
-                [run_id]).fetchall():
+        result = self.con.execute(
+            "SELECT j.case_id, j.judge, j.method, j.score, j.valid, j.reason, "
+            + ("NULL, " if lean or not distributions else "j.distribution_json, ")
+            + "j.valid_mass, j.samples_json, j.spread, "
+            + ("CASE WHEN j.method = 'verdicts' THEN j.details_json END" if lean else "j.details_json")
+            + " FROM judgments j LEFT JOIN run_cases c "
+            "ON c.run_id = j.run_id AND c.case_id = j.case_id WHERE j.run_id = ? ORDER BY c.position, j.judge",
+            [run_id])
+        names: dict[Any, Any] = {}  # each judge, method and reason once (DuckDB makes a str for every row's: 11 MB
+        once = names.setdefault     # at 100,000 judgments)
+        for row in _rows(result):
             case_id, judge, method, score, valid, reason, dist, mass, samples, spread, details_json = row
+            judge, method = once(judge, judge), once(method, method)
+            if reason is not None:
+                reason = once(reason, reason)
             dist_v = loads(dist)
             details = Details.from_json(loads(details_json)) if details_json is not None else NO_DETAILS
             out.append(Judgment(
@@ -195,3 +201,13 @@ class JudgmentTables:
                 "ORDER BY case_id, idx", [run_id]).fetchall():
             out.setdefault(case_id, []).append(Finding(kind, message, start, end, text))
         return {k: tuple(v) for k, v in out.items()}
+
+
+FETCH_ROWS = 4096  # rows a read takes from DuckDB at a time
+
+
+def _rows(result: Any) -> Iterator[tuple[Any, ...]]:
+    """A query's rows, FETCH_ROWS at a time: a run's 100,000 judgments fetched whole were a list of tuples as large
+    as the objects made of them, both held at once at the end of the run (its peak RSS: BENCHMARKS.md, scale)."""
+    while rows := result.fetchmany(FETCH_ROWS):
+        yield from rows

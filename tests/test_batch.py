@@ -310,3 +310,19 @@ def test_batches_without_a_store_and_bad_options(tmp_path, monkeypatch):
     monkeypatch.setenv("GEVAL_BATCH_POLL", "soon")
     res = run_cli("run", "demo", "--batch", cwd=root, env={"GEVAL_BATCH_POLL": "soon"})
     assert res.code == 2 and "GEVAL_BATCH_POLL" in res.err and "Traceback" not in res.err
+
+
+def test_a_batch_line_naming_a_request_by_its_whole_hash_answers_it():
+    """A batch submitted before schema 3 named each request by its whole SHA-256 as its custom_id: collected now,
+    its lines answer the requests, which are named by the first 32 hex digits."""
+    import hashlib
+
+    from geval_spec.judge.clients.batch_api import read_lines
+    from geval_spec.judge.types import HASH_CHARS
+
+    whole = hashlib.sha256(b"one").hexdigest()
+    body = {"id": "x", "choices": []}
+    data = (json.dumps({"custom_id": whole, "response": {"status_code": 200, "body": body}}) + "\n"
+            + json.dumps({"custom_id": "short", "error": {"code": "expired", "message": "m"}}) + "\n").encode()
+    assert [(line.custom_id, line.status) for line in read_lines(data)] == [(whole[:HASH_CHARS], 200),
+                                                                            ("short", None)]

@@ -161,6 +161,29 @@ def _cassette_entries(path: Path) -> tuple[dict, dict[str, tuple]]:
                     for e in lines[1:]}
 
 
+def test_a_cassette_recorded_with_whole_hashes_still_replays(tmp_path):
+    """Cassettes recorded before schema 3 name each request by its whole SHA-256 (64 hex digits; now the first 32):
+    one still answers the spec it was recorded for."""
+    import hashlib
+
+    from geval_spec.judge.types import HASH_CHARS
+    from geval_spec.spec.fingerprint import canonical
+
+    project = tmp_path / "evals"
+    project.mkdir()
+    assert run_cli("init", cwd=project).code == 0
+    lines = (project / CASSETTE).read_text().splitlines()
+    old = [lines[0]]
+    for line in lines[1:]:
+        item = json.loads(line)
+        whole = hashlib.sha256(canonical({"body": item["request"], "sample": 0}).encode("utf-8")).hexdigest()
+        assert len(item["hash"]) == HASH_CHARS and whole.startswith(item["hash"])
+        old.append(json.dumps({**item, "hash": whole}))
+    (project / "old.jsonl").write_text("\n".join(old) + "\n")
+    res = run_cli("run", SPEC, "--replay", "old.jsonl", cwd=project)
+    assert res.code == 1 and "12 cases, 12 valid, 0 invalid" in res.out, res.out + res.err  # (the gate fails)
+
+
 def test_shipped_cassette_is_what_the_recording_script_makes(tmp_path):
     out = tmp_path / "cassette.jsonl"
     subprocess.run([sys.executable, str(TESTS / "make_scaffold_cassette.py"), str(out)], check=True, timeout=600,

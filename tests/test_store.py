@@ -17,6 +17,7 @@ from geval_spec.errors import StoreError
 from geval_spec.store.db import Store
 from geval_spec.store.gate import StoreGate
 from geval_spec.store.records import ResponseRecord
+from geval_spec.store.schema import SCHEMA_VERSION
 
 
 def record(h: str, ok: bool = True, attempt: int = 0) -> ResponseRecord:
@@ -312,12 +313,62 @@ def test_a_version_1_store_is_migrated_keeping_the_first_answer(tmp_path):
             if stmt.strip():
                 con.execute(stmt)
     with Store(db) as store:
-        assert store.con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("2",)
+        version = store.con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        assert version == (str(SCHEMA_VERSION),)
         assert store.ok_responses(["a"])["a"].response == {"first": 1}
         assert store.last_errors(["a"]) == {"a": "boom"}
         assert store.con.execute("SELECT count(*) FROM responses").fetchone() == (2,)  # the view: 1 answer, 1 failure
         columns = [row[1] for row in store.con.execute("PRAGMA table_info('run_cases')").fetchall()]
         assert columns[-2:] == ["split", "case_key"]
+
+
+def test_a_version_2_store_names_its_requests_by_128_bits_and_keeps_their_answers(tmp_path):
+    """Schema 3 names a request by the first 32 hex digits of its SHA-256, where version 2 kept all 64 (their key
+    indexes are what a run's sessions load): a version 2 store is migrated in place, and a request hashed now finds
+    the answer and the failure stored under the whole hash."""
+    import hashlib
+
+    from geval_spec.judge.types import HASH_CHARS
+    from geval_spec.store.records import Planned
+    from geval_spec.store.schema import HASHED
+
+    full, other = hashlib.sha256(b"one").hexdigest(), hashlib.sha256(b"two").hexdigest()
+    db = tmp_path / "r.duckdb"
+    with Store(db) as store:
+        store.write_planned([Planned.of("run_x", [planned_request(full, "c1"), planned_request(other, "c2")], 0)])
+        store.write_responses([record(full), record(other, ok=False)])
+        store.con.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+        assert store.con.execute("SELECT count(*) FROM answers WHERE length(request_hash) = 64").fetchone() == (1,)
+    with Store(db) as store:
+        assert store.con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("3",)
+        for table in HASHED:
+            hashes = {row[0] for row in store.con.execute(f"SELECT request_hash FROM {table}").fetchall()}
+            assert hashes <= {full[:HASH_CHARS], other[:HASH_CHARS]} and hashes, table
+        assert store.ok_responses([full[:HASH_CHARS]])[full[:HASH_CHARS]].response["choices"][0]["message"] \
+            == {"content": full}
+        assert store.last_errors([other[:HASH_CHARS]]) == {other[:HASH_CHARS]: "boom"}
+
+
+def test_a_journal_and_planned_file_written_with_whole_hashes_replay_under_the_short_ones(tmp_path):
+    """A run killed under a release before schema 3 journalled its requests by their whole SHA-256: the store that
+    replays the journal keys them as requests are keyed now, so that the next run finds their answers."""
+    import hashlib
+
+    from geval_spec.judge.types import HASH_CHARS
+    from geval_spec.store.records import Planned
+
+    full = hashlib.sha256(b"one").hexdigest()
+    db = tmp_path / "r.duckdb"
+    with Store(db) as store:
+        journal = store.journal("run_x")
+        journal.write_planned(Planned.of("run_x", [planned_request(full, "c1")], 0))
+        journal.write(record(full))
+    journal.close()
+    with Store(db) as store:
+        assert store.recovered == 1
+        assert store.answered([full[:HASH_CHARS]]) == {full[:HASH_CHARS]}
+        assert store.con.execute("SELECT request_hash FROM requests").fetchall() == [(full[:HASH_CHARS],)]
+        assert store.con.execute("SELECT request_hash FROM run_requests").fetchall() == [(full[:HASH_CHARS],)]
 
 
 @pytest.mark.parametrize("name, value, said", [

@@ -19,6 +19,16 @@ from typing import Any, Literal, Mapping, Sequence
 from geval_spec.spec.sections import VerdictLevel
 
 JsonObject = dict[str, Any]  # a JSON object exactly as sent or received
+
+HASH_CHARS = 32  # a request's hash: the first 128 bits of a SHA-256, in hex (the store's keys; see request_key)
+
+
+def request_key(text: str) -> str:
+    """A request hash as the store keys it: its first HASH_CHARS characters. Stores before schema version 3 keyed a
+    request by the whole SHA-256 (64 hex digits), and so do the cassettes, journals and batch files written then:
+    they are read back through this. (An index of 64-digit keys held 13-17 MB at 100,000 requests, and every
+    session of a run that writes loads three: BENCHMARKS.md, scale.)"""
+    return text[:HASH_CHARS]
 Method = Literal["logprobs", "samples", "direct", "verdicts"]
 METHODS: tuple[Method, ...] = ("logprobs", "samples", "direct", "verdicts")
 Purpose = Literal["judge", "swap", "steps", "fallback"]

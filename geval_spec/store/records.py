@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timezone
 from typing import Any, Literal, Sequence
 
-from geval_spec.judge.types import Request, is_amount, token_count
+from geval_spec.judge.types import Request, is_amount, request_key, token_count
 from geval_spec.spec.load import ResolvedSpec
 from geval_spec.spec.sections import Judge
 
@@ -175,6 +175,7 @@ class ResponseRecord:
                 raise ValueError(f"journal field {key!r} holds {values[key]!r}"[:200])  # (exit 70, every command)
         if not isinstance(values.get("request_hash"), str) or not isinstance(values.get("run_id"), str):
             raise ValueError("a journal record needs request_hash and run_id as text")
+        values["request_hash"] = request_key(values["request_hash"])  # (journals before schema 3: the whole SHA-256)
         return cls(body=body, **values)
 
 
@@ -250,9 +251,9 @@ class Planned:
     def from_json(cls, data: Any) -> "Planned":
         """Read :meth:`to_json`'s form back; a ValueError for anything else."""
         try:
-            requests = tuple((str(h), str(m), str(b), _small(s), _small(n), str(t))
+            requests = tuple((request_key(str(h)), str(m), str(b), _small(s), _small(n), str(t))
                              for h, m, b, s, n, t in data["requests"])
-            links = tuple((str(run), str(h), str(c), str(j), str(p), _small(s), _small(pos))
+            links = tuple((str(run), request_key(str(h)), str(c), str(j), str(p), _small(s), _small(pos))
                           for run, h, c, j, p, s, pos in data["links"])
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"not a planned chunk: {exc}") from None

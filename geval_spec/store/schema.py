@@ -4,8 +4,11 @@ Version 2 keeps each request's successful response once (``answers``, whose
 primary key is the request hash: a constraint, not a lookup, keeps a second
 answer out), failed attempts apart (``failures``), the split and the reuse
 key of every case of a run, and the batches submitted to providers.
-``responses`` is a view over both, as version 1's table was. The views for
-common questions are documented in docs/results.md.
+``responses`` is a view over both, as version 1's table was. Version 3 keys a
+request by the first 128 bits of its SHA-256 (32 hex digits) where version 2
+kept all 256: the key indexes a run's sessions load are about half the size
+(:func:`~geval_spec.judge.types.request_key`). The views for common questions
+are documented in docs/results.md.
 
 The functions here take an open connection; only :mod:`geval_spec.store.db`
 opens one.
@@ -16,7 +19,10 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-SCHEMA_VERSION = 2
+from geval_spec.judge.types import HASH_CHARS
+
+SCHEMA_VERSION = 3
+HASHED = ("requests", "answers", "failures", "run_requests")  # the tables that name requests by their hash
 
 TABLES = """
 CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR);
@@ -125,6 +131,8 @@ def create_or_migrate(con: Any, found: int | None) -> None:
     if found is None or found < SCHEMA_VERSION:
         for table, column, kind in V2_COLUMNS:
             con.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {kind}")
+    if found is not None and found < 3:
+        _migrate_2_to_3(con)
     _write_views(con)
     con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
     con.execute("COMMIT")
@@ -145,6 +153,14 @@ def _migrate_1_to_2(con: Any) -> None:
         INSERT OR IGNORE INTO failures
         SELECT request_hash, run_id, attempt, status, kind, error, received_at FROM responses WHERE NOT ok""")
     con.execute("DROP TABLE responses")
+
+
+def _migrate_2_to_3(con: Any) -> None:
+    """Version 2 named a request by its whole SHA-256: its first HASH_CHARS digits are the hash version 3 gives the
+    same request (:func:`~geval_spec.judge.requests.request_hash`), so answers stored before are found again."""
+    for table in HASHED:
+        con.execute(f"UPDATE {table} SET request_hash = left(request_hash, {HASH_CHARS}) "
+                    f"WHERE length(request_hash) > {HASH_CHARS}")
 
 
 def not_ours(con: Any) -> str | None:

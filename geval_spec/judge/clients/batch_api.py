@@ -24,7 +24,7 @@ from typing import Any, Mapping, Protocol
 
 from geval_spec.judge.clients.base import TransportError, retry_after_seconds
 from geval_spec.judge.clients.http_client import DEFAULT_BASE, aiohttp_failures, wire_model
-from geval_spec.judge.types import JsonObject
+from geval_spec.judge.types import JsonObject, request_key
 from geval_spec.redact import redact
 
 BATCH_CLIENTS = ("litellm", "openai-http")  # the clients whose batch API we can use
@@ -148,6 +148,7 @@ def _kind(status: int | None) -> str:
 def _line(item: Any) -> BatchLine | None:
     if not isinstance(item, dict) or not isinstance(item.get("custom_id"), str):
         return None
+    custom_id = request_key(item["custom_id"])  # (a batch submitted before schema 3 names the whole SHA-256)
     response = item.get("response")
     error = item.get("error")
     if isinstance(response, dict):
@@ -155,15 +156,15 @@ def _line(item: Any) -> BatchLine | None:
         status = status if isinstance(status, int) and not isinstance(status, bool) else None
         body = response.get("body") if isinstance(response.get("body"), dict) else None
         if status == 200 and body is not None and not error:
-            return BatchLine(item["custom_id"], 200, body)
+            return BatchLine(custom_id, 200, body)
         detail = body.get("error") if isinstance(body, dict) else None
         message = detail.get("message") if isinstance(detail, dict) else None
-        return BatchLine(item["custom_id"], status, body, _kind(status),
+        return BatchLine(custom_id, status, body, _kind(status),
                          scrub(f"HTTP {status}: {message or json.dumps(body)[:DETAIL]}"))
     if isinstance(error, dict):
         code = error.get("code") or "error"
-        return BatchLine(item["custom_id"], None, None, "server", scrub(f"{code}: {error.get('message') or ''}"))
-    return BatchLine(item["custom_id"], None, None, "malformed", "the batch line has neither a response nor an error")
+        return BatchLine(custom_id, None, None, "server", scrub(f"{code}: {error.get('message') or ''}"))
+    return BatchLine(custom_id, None, None, "malformed", "the batch line has neither a response nor an error")
 
 
 def read_lines(data: bytes) -> list[BatchLine]:

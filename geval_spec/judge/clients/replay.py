@@ -16,7 +16,7 @@ from geval_spec.errors import DataError, Problem
 from geval_spec.files import KeyTwice, ReadError, check_input, keys_once, lines, read_text
 from geval_spec.redact import SURROGATE, lone_surrogate
 from geval_spec.judge.clients.base import TransportError, completion_of
-from geval_spec.judge.types import Completion, JsonObject, Recorded, is_amount, token_count
+from geval_spec.judge.types import Completion, JsonObject, Recorded, is_amount, request_key, token_count
 
 FORMAT = "geval-spec cassette"
 VERSION = 1
@@ -77,8 +77,9 @@ def read_cassette(path: Path) -> dict[str, Recorded]:
             raise DataError(problems=[Problem("each line needs 'hash' (text) and 'response' (an object)",
                                               file=file, line=n)])
         request = item.get("request")
-        answers[item["hash"]] = Recorded(
-            request_hash=item["hash"], response=item["response"], prompt_tokens=token_count(item.get("prompt_tokens")),
+        key = request_key(item["hash"])  # (a cassette recorded before schema 3 names the whole SHA-256)
+        answers[key] = Recorded(
+            request_hash=key, response=item["response"], prompt_tokens=token_count(item.get("prompt_tokens")),
             completion_tokens=token_count(item.get("completion_tokens")), cost=_amount(item, "cost", file, n),
             latency_ms=_amount(item, "latency_ms", file, n), request=request if isinstance(request, dict) else None)
     return answers

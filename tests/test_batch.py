@@ -323,6 +323,10 @@ def test_a_batch_line_naming_a_request_by_its_whole_hash_answers_it():
     whole = hashlib.sha256(b"one").hexdigest()
     body = {"id": "x", "choices": []}
     data = (json.dumps({"custom_id": whole, "response": {"status_code": 200, "body": body}}) + "\n"
-            + json.dumps({"custom_id": "short", "error": {"code": "expired", "message": "m"}}) + "\n").encode()
-    assert [(line.custom_id, line.status) for line in read_lines(data)] == [(whole[:HASH_CHARS], 200),
-                                                                            ("short", None)]
+            + json.dumps({"custom_id": "short", "error": {"code": "expired", "message": "m"}}) + "\n"
+            + json.dumps({"custom_id": whole[:HASH_CHARS] + "-" + "0" * 31, "error": {"code": "x"}}) + "\n"
+            + json.dumps({"custom_id": whole.upper(), "error": {"code": "x"}}) + "\n").encode()
+    # only a whole SHA-256 in hex is cut: 32 digits and anything else after them name no request
+    assert [(line.custom_id, line.status) for line in read_lines(data)] == [
+        (whole[:HASH_CHARS], 200), ("short", None), (whole[:HASH_CHARS] + "-" + "0" * 31, None),
+        (whole.upper(), None)]

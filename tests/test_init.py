@@ -4,6 +4,7 @@ versions; what init refuses to overwrite; the cassette it ships is the one its r
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -182,6 +183,20 @@ def test_a_cassette_recorded_with_whole_hashes_still_replays(tmp_path):
     (project / "old.jsonl").write_text("\n".join(old) + "\n")
     res = run_cli("run", SPEC, "--replay", "old.jsonl", cwd=project)
     assert res.code == 1 and "12 cases, 12 valid, 0 invalid" in res.out, res.out + res.err  # (the gate fails)
+    # version 2 names requests by 32 digits: a reader of version 1 refuses it rather than find none of them
+    assert json.loads(lines[0])["version"] == 2
+    # a line recording a request again (its whole hash, or 32 digits and anything after) answers nothing in place
+    # of the first: the cassette is refused at that line
+    item = json.loads(old[1])
+    (project / "twice.jsonl").write_text("\n".join(old + [json.dumps({**item, "hash": item["hash"][:32]})]) + "\n")
+    shutil.rmtree(project / ".geval")  # (else the run is the one stored: nothing is replayed)
+    res = run_cli("run", SPEC, "--replay", "twice.jsonl", cwd=project)
+    assert res.code == 2 and f"twice.jsonl:{len(old) + 1}" in res.err and "records request" in res.err, res.err
+    junk = json.loads(lines[1])
+    (project / "junk.jsonl").write_text("\n".join(lines[:1] + [json.dumps({**junk, "hash": junk["hash"] + "-x"})])
+                                        + "\n")
+    res = run_cli("run", SPEC, "--replay", "junk.jsonl", cwd=project)
+    assert res.code == 2 and "no recorded response" in res.err, res.err
 
 
 def test_shipped_cassette_is_what_the_recording_script_makes(tmp_path):

@@ -349,6 +349,76 @@ def test_a_version_2_store_names_its_requests_by_128_bits_and_keeps_their_answer
         assert store.last_errors([other[:HASH_CHARS]]) == {other[:HASH_CHARS]: "boom"}
 
 
+def _version_2_store(db, hashes):
+    """A store at schema 2 whose requests, answers and run's links name ``hashes`` as given (whole SHA-256s)."""
+    from geval_spec.store.records import Planned
+
+    with Store(db) as store:
+        store.write_planned([Planned.of("run_x", [planned_request(h, f"c{i}", '{"model": "m", "text": "%s"}' % (
+            "x" * 2000)) for i, h in enumerate(hashes)], 0)])
+        store.write_responses([record(h) for h in hashes])
+        store.con.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+
+
+def test_a_version_2_store_is_migrated_within_a_runs_memory_limit(tmp_path):
+    """A run opens its store with a memory limit (128 MB): a migration that needs more is connected again with twice
+    the limit, as a session's transaction is (with an UPDATE of the key columns, a store of 100,000 requests could
+    not be opened by run at all: exit 70), and the store is migrated whole."""
+    import hashlib
+
+    from geval_spec.judge.types import HASH_CHARS
+
+    hashes = [hashlib.sha256(str(i).encode()).hexdigest() for i in range(3000)]
+    db = tmp_path / "r.duckdb"
+    _version_2_store(db, hashes)
+    with Store(db, memory_limit="4MB") as store:
+        assert store.memory_limit != "4MB"  # it ran out, and was given more
+        assert store.con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("3",)
+        for table in ("requests", "answers", "run_requests"):
+            assert sorted(r[0] for r in store.con.execute(f"SELECT request_hash FROM {table}").fetchall()) == \
+                sorted(h[:HASH_CHARS] for h in hashes), table
+        assert len(store.ok_responses([h[:HASH_CHARS] for h in hashes])) == 3000
+
+
+def test_two_stored_hashes_with_the_same_first_digits_stop_the_migration_with_a_message(tmp_path):
+    """Two requests of a version 2 store whose hashes share their first 32 digits (a store edited by hand) would be
+    one request in version 3: the store is left as it is, and the message names them (it was an internal error)."""
+    base = "ab" * 16
+    db = tmp_path / "r.duckdb"
+    _version_2_store(db, [base + "0" * 32, base + "1" * 32])
+    with pytest.raises(StoreError, match=f"holds requests {base}0+ and {base}1+, whose first 32 digits"):
+        Store(db)
+    with duckdb.connect(str(db)) as con:
+        assert con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("2",)
+        assert con.execute("SELECT count(*) FROM answers").fetchone() == (2,)
+
+
+def test_a_commit_that_runs_out_of_memory_is_not_run_again():
+    """Outside a transaction a statement that runs out of memory is run again with more; a COMMIT is the end of
+    one, and run again it only said "no transaction is active", hiding why the transaction failed."""
+    from geval_spec.store.sql import Connection
+
+    class Raw:
+        def __init__(self):
+            self.sql = []
+
+        def execute(self, sql, params=None):
+            self.sql.append(sql)
+            if sql == "COMMIT":
+                raise RuntimeError("Out of Memory Error: could not allocate block")
+            return self
+
+    class Owner:
+        memory_limit = "8MB"
+
+    raw = Raw()
+    con = Connection(raw, Owner())
+    con.execute("BEGIN")
+    with pytest.raises(RuntimeError, match="Out of Memory"):
+        con.execute("COMMIT")
+    assert raw.sql == ["BEGIN", "COMMIT"]
+
+
 def test_a_journal_and_planned_file_written_with_whole_hashes_replay_under_the_short_ones(tmp_path):
     """A run killed under a release before schema 3 journalled its requests by their whole SHA-256: the store that
     replays the journal keys them as requests are keyed now, so that the next run finds their answers."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 import json
+import re
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, Mapping, Sequence
 
@@ -21,14 +22,20 @@ from geval_spec.spec.sections import VerdictLevel
 JsonObject = dict[str, Any]  # a JSON object exactly as sent or received
 
 HASH_CHARS = 32  # a request's hash: the first 128 bits of a SHA-256, in hex (the store's keys; see request_key)
+_HEX = re.compile(r"[0-9a-f]+")
 
 
 def request_key(text: str) -> str:
-    """A request hash as the store keys it: its first HASH_CHARS characters. Stores before schema version 3 keyed a
-    request by the whole SHA-256 (64 hex digits), and so do the cassettes, journals and batch files written then:
-    they are read back through this. (An index of 64-digit keys held 13-17 MB at 100,000 requests, and every
-    session of a run that writes loads three: BENCHMARKS.md, scale.)"""
-    return text[:HASH_CHARS]
+    """A request hash as the store keys it: a whole SHA-256 in hex (64 digits) is cut to its first HASH_CHARS; any
+    other text is kept as it is (it then names no request this version makes). Stores before schema version 3
+    keyed a request by the whole SHA-256, and so do the cassettes, journals and batch files written then: they are
+    read back through this. (An index of 64-digit keys held 13-17 MB at 100,000 requests, and every session of a
+    run that writes loads three: BENCHMARKS.md, scale.)"""
+    if len(text) == 2 * HASH_CHARS and _HEX.fullmatch(text):
+        return text[:HASH_CHARS]
+    return text
+
+
 Method = Literal["logprobs", "samples", "direct", "verdicts"]
 METHODS: tuple[Method, ...] = ("logprobs", "samples", "direct", "verdicts")
 Purpose = Literal["judge", "swap", "steps", "fallback"]

@@ -230,9 +230,13 @@ class Store(JudgmentTables, BatchTable, ShardTables):
         session) and the transaction done again, until it fits: the run goes on, and takes the memory only when
         the store needs it.
         """
+        self._with_memory(lambda: self._transaction(work))
+
+    def _with_memory(self, work: Callable[[], None]) -> None:
+        """Run ``work`` (one transaction), connected again with twice the memory limit each time it runs out."""
         while True:
             try:
-                self._transaction(work)
+                work()
                 return
             except Exception as exc:
                 if self.memory_limit is None or not out_of_memory(exc):
@@ -280,8 +284,8 @@ class Store(JudgmentTables, BatchTable, ShardTables):
         if found is not None and found > SCHEMA_VERSION:
             raise StoreError(f"{self.path} was written by a newer geval-spec (schema {found}, "
                              f"this one knows {SCHEMA_VERSION}); upgrade geval-spec")
-        if found != SCHEMA_VERSION:
-            create_or_migrate(c, found)
+        if found != SCHEMA_VERSION:  # (one transaction: rolled back whole when it runs out of memory)
+            self._with_memory(lambda: create_or_migrate(self.con, found))
         elif not views_current(c):
             replace_views(c)
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from geval_spec.errors import StoreError
 from geval_spec.judge.types import HASH_CHARS
 
 SCHEMA_VERSION = 3
@@ -157,10 +158,28 @@ def _migrate_1_to_2(con: Any) -> None:
 
 def _migrate_2_to_3(con: Any) -> None:
     """Version 2 named a request by its whole SHA-256: its first HASH_CHARS digits are the hash version 3 gives the
-    same request (:func:`~geval_spec.judge.requests.request_hash`), so answers stored before are found again."""
+    same request (:func:`~geval_spec.judge.requests.request_hash`), so answers stored before are found again.
+
+    Each table is copied into a new one and the old one dropped: an UPDATE of the key column deletes and inserts
+    every row through the key index, which at 100,000 requests ran out of a run's 128 MB session (and took 1.35
+    GB without a limit). Two hashes of one table that share their first digits (a store edited by hand) stop the
+    migration with a :class:`~geval_spec.errors.StoreError` naming them; nothing is changed then."""
+    creates = {stmt.split("(", 1)[0].split()[-1]: stmt for stmt in _statements(TABLES) + _statements(V2_TABLES)}
     for table in HASHED:
-        con.execute(f"UPDATE {table} SET request_hash = left(request_hash, {HASH_CHARS}) "
-                    f"WHERE length(request_hash) > {HASH_CHARS}")
+        if not con.execute(f"SELECT count(*) FROM {table} WHERE length(request_hash) > {HASH_CHARS}").fetchone()[0]:
+            continue
+        clash = con.execute(
+            f"SELECT left(request_hash, {HASH_CHARS}) AS k, min(request_hash), max(request_hash) FROM {table} "
+            "GROUP BY ALL HAVING count(DISTINCT request_hash) > 1 LIMIT 1").fetchone()
+        if clash is not None:
+            raise StoreError(f"cannot bring this store to schema {SCHEMA_VERSION}: table {table} holds requests "
+                             f"{clash[1]} and {clash[2]}, whose first {HASH_CHARS} digits are the same (the store "
+                             "was edited by hand?); remove one of them, or use this store with an older geval-spec")
+        con.execute(creates[table].replace(f"CREATE TABLE IF NOT EXISTS {table} (", f"CREATE TABLE {table}_v3 (", 1))
+        con.execute(f"INSERT INTO {table}_v3 BY NAME "
+                    f"SELECT * REPLACE (left(request_hash, {HASH_CHARS}) AS request_hash) FROM {table}")
+        con.execute(f"DROP TABLE {table}")
+        con.execute(f"ALTER TABLE {table}_v3 RENAME TO {table}")
 
 
 def not_ours(con: Any) -> str | None:

@@ -206,6 +206,7 @@ class Connection:
 
     def execute(self, sql: str, params: Any = None) -> Any:
         word = sql.lstrip()[:8].upper()
+        inside = self.in_transaction  # (a COMMIT that runs out of memory is not run again: its transaction is gone)
         if word.startswith("BEGIN"):
             self.in_transaction = True
         elif word.startswith(("COMMIT", "ROLLBACK")):
@@ -215,7 +216,7 @@ class Connection:
                 return self.raw.execute(sql) if params is None else self.raw.execute(sql, params)
             except Exception as exc:
                 limit = self.store.memory_limit
-                if limit is None or self.in_transaction or not out_of_memory(exc):
+                if limit is None or inside or self.in_transaction or not out_of_memory(exc):
                     raise
                 self.limit(more_memory(limit, exc))
 

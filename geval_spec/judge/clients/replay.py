@@ -19,7 +19,8 @@ from geval_spec.judge.clients.base import TransportError, completion_of
 from geval_spec.judge.types import Completion, JsonObject, Recorded, is_amount, request_key, token_count
 
 FORMAT = "geval-spec cassette"
-VERSION = 1
+VERSION = 2  # 2: requests named by 32 hex digits (store schema 3), which a reader of version 1 would not find;
+# version 1 named them by 64, read here by their first 32 (judge.types.request_key)
 
 
 def _amount(item: dict[str, Any], key: str, file: str, line: int) -> float | None:
@@ -46,6 +47,7 @@ def read_cassette(path: Path) -> dict[str, Recorded]:
     """Request hash -> recorded response; raises DataError naming the file and line."""
     file = str(path)
     answers: dict[str, Recorded] = {}
+    first: dict[str, int] = {}  # request hash -> the line that recorded it
     try:
         numbered = list(lines(read_text(path, "cassette"), "cassette"))
     except ReadError as exc:
@@ -78,6 +80,10 @@ def read_cassette(path: Path) -> dict[str, Recorded]:
                                               file=file, line=n)])
         request = item.get("request")
         key = request_key(item["hash"])  # (a cassette recorded before schema 3 names the whole SHA-256)
+        if key in first:  # (a later line silently answered in place of the first)
+            raise DataError(problems=[Problem(f"records request {key} again (line {first[key]} recorded it)",
+                                              file=file, line=n)])
+        first[key] = n
         answers[key] = Recorded(
             request_hash=key, response=item["response"], prompt_tokens=token_count(item.get("prompt_tokens")),
             completion_tokens=token_count(item.get("completion_tokens")), cost=_amount(item, "cost", file, n),

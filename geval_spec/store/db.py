@@ -24,6 +24,7 @@ import os
 import re
 import sys
 import time
+from contextlib import suppress
 from dataclasses import replace
 from itertools import islice
 from pathlib import Path
@@ -242,12 +243,8 @@ class Store(JudgmentTables, BatchTable, ShardTables):
                 if self.memory_limit is None or not out_of_memory(exc):
                     raise
                 larger = more_memory(self.memory_limit, exc)
-            # a commit that ran out of memory invalidates DuckDB's instance of the file (nothing of it was
-            # written): connect again, with the larger limit
-            try:
-                self.con.close()
-            except Exception:
-                pass
+            with suppress(Exception):  # (a commit that ran out of memory invalidates DuckDB's instance of the file,
+                self.con.close()       # nothing of it written): connect again, with the larger limit
             self.con = _Connection(_connect(self.path, self.wait), self)
             self._configure(larger)
 

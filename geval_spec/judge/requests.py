@@ -18,7 +18,7 @@ from geval_spec.judge.models import CACHE_MARK, facts
 from geval_spec.judge.precheck import precheck
 from geval_spec.judge.render import Renderer, renderer_for
 from geval_spec.judge.messages import Rendered
-from geval_spec.judge.types import JsonObject, Method, Purpose, Request, request_key
+from geval_spec.judge.types import HASH_CHARS, JsonObject, Method, Purpose, Request
 from geval_spec.plugins import Finding
 from geval_spec.spec.fingerprint import canonical, digest
 from geval_spec.spec.load import ParsedSpec
@@ -48,12 +48,12 @@ def request_body(judge: Judge, messages: list[dict[str, str]], *, logprobs: bool
 def request_hash(body: JsonObject, sample: int) -> str:
     """A request's identity: the first 128 bits of the SHA-256 of its body and sample number, in hex
     (:data:`~geval_spec.judge.types.HASH_CHARS`)."""
-    return request_key(digest({"body": body, "sample": sample}))
+    return digest({"body": body, "sample": sample})[:HASH_CHARS]
 
 
 def _hash_of(body_text: str, sample: int) -> str:
     """The same as :func:`request_hash`, from the body's canonical JSON (so it is encoded once)."""
-    return request_key(hashlib.sha256(f'{{"body":{body_text},"sample":{sample}}}'.encode("utf-8")).hexdigest())
+    return hashlib.sha256(f'{{"body":{body_text},"sample":{sample}}}'.encode("utf-8")).hexdigest()[:HASH_CHARS]
 
 
 def make_request(judge: Judge, rendered: Rendered, *, logprobs: bool, n: int = 1, sample: int = 0,

@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+import re
+
 from geval_spec.analysis.results import GateBlock
 
 
+# Characters XML 1.0 allows nowhere, not even as a reference: C0 controls but tab, newline and carriage return;
+# lone surrogates; U+FFFE and U+FFFF. A split or case named with one (YAML's "\x01") made the whole file unreadable
+# to a CI system's parser; each is written as U+FFFD, the replacement character.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
 # The two escapes of xml.sax.saxutils, written out: importing that module imports urllib.request, http.client and
-# ssl, about 20-30 ms of every report (tests/test_report.py checks that both give saxutils' output).
+# ssl, about 20-30 ms of every report (tests/test_report.py checks that both give saxutils' output where XML can
+# hold the text).
+
 def escape(text: str) -> str:
-    """XML character data: ``&``, ``<`` and ``>`` as entities."""
-    return text.replace("&", "&amp;").replace(">", "&gt;").replace("<", "&lt;")
+    """XML character data: ``&``, ``<`` and ``>`` as entities, and what XML cannot hold as U+FFFD."""
+    return _NOT_XML.sub("\ufffd", text.replace("&", "&amp;").replace(">", "&gt;").replace("<", "&lt;"))
 
 
 def quoteattr(text: str) -> str:

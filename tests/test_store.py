@@ -806,7 +806,60 @@ def test_a_journal_body_length_past_the_files_end_is_not_read_into_memory(tmp_pa
         assert store.answered(["a", "b"]) == {"a"}
 
 
-def test_a_planned_chunk_with_numbers_past_the_stores_columns_ends_the_planned_file(tmp_path):
+@pytest.mark.parametrize("damage", ["garbage line", "header not json", "length too short", "length too long",
+                                    "length past the end", "header a list", "body bytes a string"])
+def test_a_journal_damaged_in_its_middle_replays_the_records_after_the_damage(tmp_path, damage):
+    """A record whose framing is damaged mid-file stopped the replay there, and the journal was then removed: the
+    answers after it, paid for, were lost. Now only the damaged record is: reading goes on at the next line."""
+    import json as _json
+
+    db = tmp_path / "r.duckdb"
+    path = _journal_of(db, ["a", "b", "c", "d"])
+    lines = path.read_bytes().split(b"\n")
+    headers = [i for i, line in enumerate(lines) if line.startswith(b'{"request_hash"')]
+    i = headers[1]  # record b
+    header = _json.loads(lines[i])
+    if damage == "garbage line":
+        lines.insert(i, b"\x00\xffgarbage{")
+    elif damage == "header not json":
+        lines[i] = lines[i][:-5]
+    elif damage in ("length too short", "length too long", "length past the end", "body bytes a string"):
+        header["body_bytes"] = {"length too short": header["body_bytes"] - 3,
+                                "length too long": header["body_bytes"] + 3,
+                                "length past the end": 10**12, "body bytes a string": "12"}[damage]
+        lines[i] = _json.dumps(header).encode()
+    else:
+        lines[i] = b"[" + lines[i] + b"]"
+    path.write_bytes(b"\n".join(lines))
+    with Store(db) as store:
+        answered = store.answered(["a", "b", "c", "d"])
+        assert answered == ({"a", "b", "c", "d"} if damage == "garbage line" else {"a", "c", "d"}), damage
+        assert not path.exists()
+
+
+def test_a_journals_last_record_cut_short_by_a_kill_ends_the_replay_without_reading_past_it(tmp_path):
+    """The usual damage: a kill mid-write, in the last body or the last header. The records before it are
+    replayed; the cut record is left out."""
+    for n, where in enumerate(("body", "header")):
+        db = tmp_path / f"r{n}.duckdb"
+        path = _journal_of(db, ["a", "b", "c"])
+        data = path.read_bytes()
+        path.write_bytes(data[:len(data) - 5] if where == "body" else data[:data.rindex(b'{"request_hash"') + 20])
+        with Store(db) as store:
+            assert store.answered(["a", "b", "c"]) == {"a", "b"} and store.recovered == 2
+            assert not path.exists()
+
+
+def test_a_damaged_planned_line_mid_file_is_skipped_and_the_chunks_after_it_are_read(tmp_path):
+    from geval_spec.store.journal import iter_planned
+
+    path = tmp_path / "x.planned"
+    line = '{"requests": [["h%d", "m", "{}", 0, 1, "t"]], "links": [["run_x", "h%d", "c", "j", "judge", 0, 0]]}\n'
+    path.write_text(line % (1, 1) + "not json\n" + "[1, 2]\n" + line % (2, 2) + line[:20])
+    assert [c.requests[0][0] for c in iter_planned(path)] == ["h1", "h2"]
+
+
+def test_a_planned_chunk_with_numbers_past_the_stores_columns_is_left_out(tmp_path):
     from geval_spec.store.records import Planned
 
     with pytest.raises(ValueError):

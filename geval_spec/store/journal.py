@@ -123,7 +123,7 @@ REPLAY_CHUNKS = 8  # planned chunks (up to 500 cases each) written at a time
 
 def iter_planned(path: Path) -> Iterator[Planned]:
     """The chunks of a planned file (none when there is no file), read a line at a time; a chunk cut short by a
-    kill ends the file."""
+    kill ends the file. A damaged line before the end is skipped: the chunks after it are read."""
     try:
         fh = path.open("rb")
     except FileNotFoundError:
@@ -134,34 +134,38 @@ def iter_planned(path: Path) -> Iterator[Planned]:
                 return
             try:
                 chunk = Planned.from_json(json.loads(line))
-            except (ValueError, UnicodeDecodeError):
-                return
+            except (ValueError, TypeError, AttributeError, UnicodeDecodeError):
+                continue
             yield chunk
 
 
 def iter_responses(path: Path) -> Iterator[ResponseRecord]:
-    """The responses of a journal, read one at a time; a record cut short by a kill ends the file, and so does a
-    record whose framing is damaged (a line that is no header, a body's length past the file's end). A record whose
-    fields are damaged (a field of another type) is skipped: the ones after it are read."""
+    """The responses of a journal, read one at a time. A record cut short by a kill ends the file. A record whose
+    framing is damaged before the end (a line that is no header, a body's length the file does not hold or that
+    does not end at a newline) is skipped, and reading goes on from the line after its header: the records after
+    it are answers paid for (they stopped the replay, and the journal was then removed). A record whose fields are
+    damaged (a field of another type) is skipped too."""
     total = os.path.getsize(path)
     with path.open("rb") as fh:
         while True:
             line = fh.readline()
             if not line.endswith(b"\n"):
                 return
+            after_header = fh.tell()
             try:
                 header = json.loads(line)
                 size = header.pop("body_bytes", None)
                 body = None
                 if size is not None:
-                    if type(size) is not int or size < 0 or size + 1 > total - fh.tell():  # (a length the file does
-                        return                                                        # not hold: not read into memory)
+                    if type(size) is not int or size < 0 or size + 1 > total - after_header:  # (a length the file
+                        raise ValueError("a body's length the file does not hold")  # does not hold: not read)
                     raw = fh.read(size + 1)
                     if len(raw) != size + 1 or raw[-1:] != b"\n":
-                        return  # cut short
+                        raise ValueError("a body that does not end where its length says")
                     body = raw[:-1].decode("utf-8")
             except (ValueError, TypeError, UnicodeDecodeError, AttributeError):
-                return
+                fh.seek(after_header)  # (a record cut short at the end: its body's line, with no newline, ends it)
+                continue
             try:
                 record = ResponseRecord.of(header, body)
             except (ValueError, TypeError, AttributeError):

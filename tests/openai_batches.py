@@ -64,6 +64,7 @@ class BatchConfig:
     error_shape: Literal["response", "error"] = "response"
     # custom_ids whose output file holds a failed line first, then their answer (a provider's retry inside a batch)
     fail_then_answer_ids: frozenset[str] = frozenset()
+    duplicate_ids: frozenset[str] = frozenset()  # custom_ids whose answer line the output file holds twice
 
 
 @dataclass
@@ -227,6 +228,8 @@ class BatchService:
                                                "body": {"error": {"message": "retried", "type": "server_error"}}}})
         if status == 200:
             batch.outputs.append(line)
+            if custom_id in self.config.duplicate_ids:
+                batch.outputs.append(dict(line, id=new_id("batch_req_")))
         elif self.config.error_shape == "response":
             batch.failures.append(line)
         else:

@@ -232,6 +232,24 @@ def test_a_failed_line_followed_by_the_answer_in_the_same_batch_is_not_paid_for_
         srv.stop()
 
 
+def test_an_answer_line_repeated_in_the_output_file_is_counted_and_costed_once(tmp_path):
+    """A provider's output file holding a request's answer twice counted it twice: "22 answer(s)" of 20 requests,
+    and the progress past 100%."""
+    srv = serve()
+    try:
+        root = project(tmp_path, srv.base_url)
+        srv.batch_api.config.duplicate_ids = hashes_of(root, "c003", "c011")
+        res = cli("run", "demo", "--batch", cwd=root)
+        assert res.code == 0, res.err + res.out
+        assert "batch: 20 answer(s) came through the provider's batch API" in res.out
+        assert "demo: 20/20 cases (100%), 20 sent, 0 cached, 0 failed" in res.err and "22 sent" not in res.out
+        [batch] = srv.batch_api.batches.values()
+        assert len(batch.outputs) == 22 and query(root, "SELECT count(*) FROM answers") == [(20,)]
+        assert all(j.valid for j in judgments(root, last_line(res.out)).values())
+    finally:
+        srv.stop()
+
+
 def test_a_failed_batch_exits_3_naming_it_and_the_next_run_submits_what_is_unanswered(tmp_path, srv, monkeypatch):
     root = project(tmp_path, srv.base_url)
     parse = openai_batches.parse_input

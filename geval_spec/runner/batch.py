@@ -177,6 +177,7 @@ class BatchSender(Executor):
         self._apis: dict[tuple[str, str | None, str], BatchAPI] = {}
         self._waiting: list[_Waiting] = []
         self._ended: list[BatchState] = []
+        self._answers: set[str] = set()  # the requests an output line answered (a repeated line is not counted)
 
     def __getattr__(self, name: str) -> Any:
         """Anything else the engine asks of its executor is the online executor's (it sends the retries)."""
@@ -402,6 +403,8 @@ class BatchSender(Executor):
 
     def _line(self, record: BatchRecord, line: BatchLine, pending: dict[str, Request], retry: list[Request],
               on_outcome: OnOutcome) -> None:
+        if line.ok and line.custom_id in self._answers:  # the same answer twice in an output file (or in two
+            return                                        # batches): kept once, counted once
         request = pending.pop(line.custom_id, None)
         if request is None and line.ok:  # an answer after a failed line of the same request (a provider's retry
             queued = next((r for r in retry if r.hash == line.custom_id), None)  # in the batch): not sent again
@@ -443,6 +446,7 @@ class BatchSender(Executor):
                                 batch=True)
         self.journal.write(record)  # first: survives a kill
         self.sink(record)
+        self._answers.add(request_hash)
         self.progress.answered(completion)
         if request is None:
             return

@@ -69,6 +69,20 @@ def test_address_is_found_however_its_characters_are_written(wanted, written, fl
     assert [(f.kind, f.text, written[f.start:f.end]) for f in found] == [("formality", flagged, flagged)]
 
 
+@pytest.mark.parametrize("written", ["De team  leider komt.", "De team\u00a0leider komt.", "De team\tleider komt."])
+@pytest.mark.parametrize("phrase", ["team leider", "team  leider", " team leider "])
+def test_the_lexicon_protects_its_phrase_whatever_white_space_stands_between_its_words(phrase, written):
+    """The compound check pairs two words across any white space; the lexicon's phrase matched one plain space
+    only, so "team  leider" (two spaces, a tab, a no-break space) was flagged with "team leider" in the lexicon."""
+    from geval_spec.spec.sections import Language
+    from geval_spec_nl import check
+
+    lang = Language(code="nl-NL", formality="any", compounds=True, lexicon=[phrase])
+    assert [f.kind for f in check(lang.model_copy(update={"lexicon": []}), written)] == ["compound"]
+    assert check(lang, written) == []
+    assert [f.kind for f in check(lang, written.replace("leider", "leiders"))] == ["compound"]  # whole words only
+
+
 def test_the_lexicon_protects_the_phrase_where_it_stands_after_longer_lower_cases():
     """'İ'.lower() is two characters: spans found in the lowered text fell beside the phrase, which was flagged
     while it stood in the lexicon (and a span could cover a real finding beside it)."""

@@ -12,7 +12,8 @@ before the judge is called and returns findings with character positions:
 
 Words and phrases of the shipped Flemish lexicon (for ``nl-BE``) and of the
 spec's ``lexicon`` are never flagged, in any case and however their letters
-are written (NFC or NFD, invisible format characters inside).
+are written (NFC or NFD, invisible format characters inside), whatever white
+space stands between a phrase's words.
 """
 
 from __future__ import annotations

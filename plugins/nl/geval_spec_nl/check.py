@@ -106,9 +106,12 @@ def _as_read(text: str) -> tuple[str, _Offsets]:
 def phrase_regex(phrase: str) -> re.Pattern[str]:
     """``phrase`` read as the text is (:func:`_as_read`: NFC, no format characters inside its words), in any case,
     whole words only: not next to a letter, digit or underscore, nor followed by a combining mark (a different
-    letter)."""
+    letter). The spaces between its words match any run of white space, as the compound check pairs words across
+    one (two spaces, a tab, a no-break space): such a pair was flagged even with the phrase in the lexicon."""
     read, _ = _as_read(phrase)
-    return re.compile(rf"(?<!\w){re.escape(read)}(?![\w{MARKS}])", re.IGNORECASE)
+    words = read.split()
+    body = r"\s+".join(map(re.escape, words)) if words else re.escape(read)
+    return re.compile(rf"(?<!\w){body}(?![\w{MARKS}])", re.IGNORECASE)
 
 
 def check(language: Any, text: str) -> list[Finding]:

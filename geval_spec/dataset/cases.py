@@ -283,7 +283,7 @@ def load_dataset(spec: Spec, path: Path, display: str, key_problem: KeyProblem, 
 
     ``key_problem(path_tuple, message)`` makes a Problem pointing at a key of
     the spec, so data errors lead back to the line that asked for the data.
-    ``on_disk``: a JSON Lines file's cases leave their texts in the file
+    ``on_disk``: a JSON Lines or CSV file's cases leave their texts in the file
     (:class:`OnDisk`: a run reads them again a chunk at a time); other formats
     are read whole. ``on_case`` sees each case with its texts as it is read.
     """
@@ -303,7 +303,7 @@ def load_dataset(spec: Spec, path: Path, display: str, key_problem: KeyProblem, 
     opened: list[FileIdentity] = []
     source: TextSource | None = None
     try:  # one record at a time: a record is dropped once it is a case
-        unit, rows = stream_records(path, fmt, opened)
+        unit, rows, reread = stream_records(path, fmt, opened)
         for n, (rec, pos, start) in enumerate(rows, 1):
             count = n
             present.update(rec)
@@ -325,9 +325,9 @@ def load_dataset(spec: Spec, path: Path, display: str, key_problem: KeyProblem, 
             case = reader.case(rec, case_id, n, f"{unit} {pos}")
             if on_case is not None:
                 on_case(case)
-            if on_disk and start is not None:
+            if on_disk and start is not None and reread is not None:
                 if source is None:
-                    source = TextSource(path, display, opened[0], reader.fields, reader.index)
+                    source = TextSource(path, display, opened[0], reader.fields, reader.index, reread)
                 case = case.with_fields(OnDisk(source, start, pos))
             cases.append(case)
     except ReadError as exc:

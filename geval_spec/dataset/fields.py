@@ -7,7 +7,7 @@ import json
 from collections import abc
 from json.encoder import encode_basestring
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 
 from geval_spec.errors import DataError, Problem
 from geval_spec.files import FileIdentity, LinesAgain, ReadError
@@ -81,29 +81,28 @@ class FieldsJson:
 
 
 class TextSource:
-    """Where the texts of a JSON Lines file's cases are read again (:class:`OnDisk`): the file, as it was read
-    (its identity), and the spec's fields."""
+    """Where the texts of a JSON Lines or CSV file's cases are read again (:class:`OnDisk`): the file, as it was
+    read (its identity), the spec's fields, and how a record is read again from where it starts (``reread``:
+    (the file, the byte, the line) -> the record, None when none starts there any more)."""
 
-    __slots__ = ("path", "display", "identity", "fields", "index")
+    __slots__ = ("path", "display", "identity", "fields", "index", "reread")
 
     def __init__(self, path: Path, display: str, identity: FileIdentity, fields: tuple[tuple[str, str], ...],
-                 index: Mapping[str, int]) -> None:
+                 index: Mapping[str, int], reread: Callable[[LinesAgain, int, int], Any]) -> None:
         self.path, self.display, self.identity, self.fields, self.index = path, display, identity, fields, index
+        self.reread = reread
 
     def load(self, places: list[tuple[int, int]]) -> list[Fields]:
-        """The fields of the records whose lines start at these bytes ((byte, line) pairs), in their order."""
+        """The fields of the records that start at these bytes ((byte, line) pairs), in their order."""
         out: list[Fields | None] = [None] * len(places)
         try:
             with LinesAgain(self.path, "data file", self.identity) as lines:
                 for i in sorted(range(len(places)), key=places.__getitem__):  # (in the file's order)
                     start, n = places[i]
-                    try:  # (json's own decoder: the line was checked in full as the file was read, and is the same)
-                        rec = json.loads(lines.line(start, n))
-                    except ValueError:
-                        rec = None
+                    rec = self.reread(lines, start, n)
                     if type(rec) is not dict:
-                        raise ReadError("changed while it was in use: a record is no longer a JSON object where it "
-                                        "was; run again to read it anew", where=f"line {n}")
+                        raise ReadError("changed while it was in use: no record starts any more where one did; "
+                                        "run again to read it anew", where=f"line {n}")
                     values: list[str | None] = []
                     for _, dotted in self.fields:
                         value = lookup(rec, dotted)
@@ -119,7 +118,7 @@ class TextSource:
 
 
 class OnDisk(abc.Mapping[str, str]):
-    """A case's template variables left in its JSON Lines file, where they are read again when the case is
+    """A case's template variables left in its JSON Lines or CSV file, where they are read again when the case is
     planned (:func:`with_texts`, a chunk at a time), so that a run holds its cases' ids, labels and groups but
     not their texts: about 2 KB a case for a summary and its source, 200 MB at 100,000 cases (BENCHMARKS.md,
     scale). Read here one at a time (each look opens the file), as a fallback only."""

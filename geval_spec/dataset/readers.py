@@ -16,14 +16,15 @@ nothing else here imports more than the standard library.
 from __future__ import annotations
 
 import csv
-import io
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from geval_spec.files import (LINE_LIMIT_VAR, MAX_LINE_BYTES, MAX_READ_BYTES, READ_LIMIT_VAR, FileIdentity, KeyTwice,
-                              ReadError, check_input, human_size, keys_once, read_lines_at, read_text, size_limit)
+                              LinesAgain, ReadError, check_input, human_size, keys_once, read_lines_at,
+                              read_raw_lines_at, read_text, size_limit)
 from geval_spec.redact import SURROGATE, lone_surrogate
 
 FORMATS = {".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".parquet": "parquet"}
@@ -126,51 +127,126 @@ def jsonl_rows_at(path: Path, opened: list[FileIdentity] | None = None) -> Itera
 
 
 def stream_records(path: Path, fmt: str, opened: list[FileIdentity] | None = None
-                   ) -> tuple[str, Iterator[tuple[dict[str, Any], int, int | None]]]:
-    """(unit, (record, position, the byte where its line starts) triples) of a data file. JSON Lines, the format
-    of large data, is decoded a line at a time as the triples are taken, so its records need not all be in
-    memory at once (BENCHMARKS.md, scale), and a record can be read again from where it starts
-    (:class:`~geval_spec.files.LinesAgain`; ``opened`` receives the file's identity); the other formats are
-    read whole, and their byte is None. Raises :class:`ReadError`, also while the triples are taken."""
+                   ) -> tuple[str, Iterator[tuple[dict[str, Any], int, int | None]], Reread | None]:
+    """(unit, (record, position, the byte where it starts) triples, how a record is read again) of a data file.
+    JSON Lines and CSV, the formats of large data, are decoded a record at a time as the triples are taken, so
+    their records need not all be in memory at once (BENCHMARKS.md, scale), and a record can be read again from
+    where it starts (``Reread``, with :class:`~geval_spec.files.LinesAgain`; ``opened`` receives the file's
+    identity); the other formats are read whole, and their byte is None. Raises :class:`ReadError`, also while
+    the triples are taken."""
     if fmt == "jsonl":
-        return "line", jsonl_rows_at(path, opened)
+        return "line", jsonl_rows_at(path, opened), json_line_at
+    if fmt == "csv":
+        rows = CsvRows(path, opened)
+        return "line", iter(rows), rows.record_at
     records = read_records(path, fmt)
-    return records.unit, ((row, pos, None) for row, pos in zip(records.rows, records.positions))
+    return records.unit, ((row, pos, None) for row, pos in zip(records.rows, records.positions)), None
+
+
+Reread = Callable[[LinesAgain, int, int], Any]  # (the file, the byte where a record starts, its line) -> the record
+
+
+def json_line_at(lines: LinesAgain, start: int, n: int) -> Any:
+    """The JSON Lines record on line ``n``, which starts at byte ``start`` (None when it is no JSON any more).
+    (json's own decoder: the line was checked in full as the file was read, and is the same.)"""
+    try:
+        return json.loads(lines.line(start, n))
+    except ValueError:
+        return None
+
+
+# A carriage return alone ends a line too, as Python's io reads text with newline="" (what csv asks for). UTF-8
+# never uses the byte 0x0D inside a character, so a line's bytes are cut there before they are decoded.
+_LONE_CR = re.compile(rb"(?<=\r)(?!\n)")
+
+
+def _csv_lines(raws: Iterable[tuple[bytes, int]], starts: list[int]) -> Iterator[str]:
+    """The lines csv reads, with their ends, from (a line's bytes, its first byte) pairs: decoded as UTF-8 (a
+    byte-order mark at the file's start dropped), and cut after a lone ``\r``. Appends each line's first byte to
+    ``starts`` as the line is taken (``starts[k - 1]``: where csv's line k starts)."""
+    for raw, at in raws:
+        cr = raw.count(b"\r")
+        pieces = _LONE_CR.split(raw) if cr > 1 or (cr and not raw.endswith(b"\r\n")) else (raw,)
+        for piece in pieces:
+            if not piece:
+                continue
+            starts.append(at)
+            try:
+                yield piece.decode("utf-8-sig" if at == 0 else "utf-8")
+            except UnicodeDecodeError as exc:
+                raise ReadError(f"data file is not UTF-8 text (byte {at + exc.start + 1})",
+                                where=f"line {len(starts)}") from None
+            at += len(piece)
+
+
+class CsvRows:
+    """A CSV file's records, read a record at a time (the file is never held whole), as (record, the line it
+    starts on, the byte where it starts) triples: a dict of the header's columns, an empty cell None. The header
+    is :attr:`header` once the first record is taken; :meth:`record_at` reads one record again."""
+
+    def __init__(self, path: Path, opened: list[FileIdentity] | None = None) -> None:
+        self.path, self.opened = path, opened
+        self.header: tuple[str, ...] = ()
+
+    def __iter__(self) -> Iterator[tuple[dict[str, Any], int, int]]:
+        cap = size_limit(LINE_LIMIT_VAR, MAX_LINE_BYTES)
+        csv.field_size_limit(cap)  # a field as long as a JSON line may be (Python's csv stopped at a fixed 128 KiB)
+        starts: list[int] = []
+        reader = csv.reader(_csv_lines(((raw, at) for _, raw, at in read_raw_lines_at(self.path, "data file",
+                                                                                       self.opened)), starts),
+                            strict=True)
+        start = 1  # the line the current record starts on
+        try:
+            header = next(reader, None)
+            if header is None:
+                return
+            if len(set(header)) != len(header):
+                dupes = sorted({h for h in header if header.count(h) > 1})
+                raise ReadError(f"duplicate column name(s) {', '.join(map(repr, dupes))}", where="line 1")
+            self.header = tuple(header)
+            start = reader.line_num + 1
+            for cells in reader:
+                if cells:
+                    if len(cells) != len(header):
+                        raise ReadError(f"ragged row: {len(cells)} values, expected {len(header)} (one per column "
+                                        "of the header)", where=f"line {start}")
+                    yield {k: (v if v != "" else None) for k, v in zip(header, cells)}, start, starts[start - 1]
+                start = reader.line_num + 1
+        except csv.Error as exc:
+            if "unexpected end of data" in str(exc):
+                raise ReadError(f"unterminated quote: the record that starts on line {start} opens a quoted value "
+                                "that never closes", where=f"line {start}") from None
+            if "field larger than field limit" in str(exc):
+                raise ReadError(f"a value of the record that starts on line {start} is longer than "
+                                f"{human_size(cap)} (the limit of {LINE_LIMIT_VAR})", where=f"line {start}") from None
+            raise ReadError(f"not valid CSV: {exc}", where=f"line {reader.line_num}") from None
+
+    def record_at(self, lines: LinesAgain, start: int, n: int) -> dict[str, Any] | None:
+        """The record that starts at byte ``start`` (line ``n``), read again as :meth:`__iter__` read it; None when
+        no record of the header's columns starts there any more."""
+        def raws() -> Iterator[tuple[bytes, int]]:
+            at = start
+            while raw := lines.raw(at):
+                yield raw, at
+                at += len(raw)
+
+        try:
+            cells = next(csv.reader(_csv_lines(raws(), []), strict=True), None)
+        except (csv.Error, ReadError):
+            return None
+        if cells is None or len(cells) != len(self.header):
+            return None
+        return {k: (v if v != "" else None) for k, v in zip(self.header, cells)}
 
 
 def read_csv(path: Path) -> Records:
-    text = read_text(path, "data file")
-    cap = size_limit(LINE_LIMIT_VAR, MAX_LINE_BYTES)
-    csv.field_size_limit(cap)  # a field as long as a JSON line may be (Python's csv stopped at a fixed 128 KiB)
-    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
-    start = 1  # the line the current record starts on
-    try:
-        header = next(reader, None)
-        if header is None:
-            return Records([], (), "line", ())
-        if len(set(header)) != len(header):
-            dupes = sorted({h for h in header if header.count(h) > 1})
-            raise ReadError(f"duplicate column name(s) {', '.join(map(repr, dupes))}", where="line 1")
-        rows: list[dict[str, Any]] = []
-        positions: list[int] = []
-        start = reader.line_num + 1
-        for cells in reader:
-            if cells:
-                if len(cells) != len(header):
-                    raise ReadError(f"ragged row: {len(cells)} values, expected {len(header)} (one per column of "
-                                    "the header)", where=f"line {start}")
-                rows.append({k: (v if v != "" else None) for k, v in zip(header, cells)})
-                positions.append(start)
-            start = reader.line_num + 1
-    except csv.Error as exc:
-        if "unexpected end of data" in str(exc):
-            raise ReadError(f"unterminated quote: the record that starts on line {start} opens a quoted value "
-                            "that never closes", where=f"line {start}") from None
-        if "field larger than field limit" in str(exc):
-            raise ReadError(f"a value of the record that starts on line {start} is longer than {human_size(cap)} "
-                            f"(the limit of {LINE_LIMIT_VAR})", where=f"line {start}") from None
-        raise ReadError(f"not valid CSV: {exc}", where=f"line {reader.line_num}") from None
-    return Records(rows, tuple(header), "line", tuple(positions))
+    rows: list[dict[str, Any]] = []
+    positions: list[int] = []
+    records = CsvRows(path)
+    for row, n, _ in records:
+        rows.append(row)
+        positions.append(n)
+    return Records(rows, records.header, "line", tuple(positions))
 
 
 PARQUET_BATCH = 1024  # records decoded at a time

@@ -207,18 +207,8 @@ def read_lines_at(path: Path, what: str = "file",
                   opened: list[FileIdentity] | None = None) -> Iterator[tuple[int, str, int]]:
     """(line number, line, the byte where the line starts) of a file of lines, read as :func:`read_lines` says.
     ``opened`` receives the identity of the file as it was opened, for :class:`LinesAgain`."""
-    line_cap = size_limit(LINE_LIMIT_VAR, MAX_LINE_BYTES)
-    for n, raw, start in read_raw_lines_at(path, what, opened, line_cap):
-        yield n, _line_text(raw, start, n, what, line_cap), start
-
-
-def read_raw_lines_at(path: Path, what: str = "file", opened: list[FileIdentity] | None = None,
-                      line_cap: int | None = None) -> Iterator[tuple[int, bytes, int]]:
-    """(line number, the line's bytes with its ``\n``, the byte where it starts) of a regular file, read a line at
-    a time, bounded by ``GEVAL_MAX_READ_BYTES``; a line longer than ``line_cap`` is read no further than just past
-    it (:func:`_line_text` refuses it), and with None only the file's bound holds. ``opened``: as
-    :func:`read_lines_at`."""
     cap = size_limit(READ_LIMIT_VAR, MAX_READ_BYTES)
+    line_cap = size_limit(LINE_LIMIT_VAR, MAX_LINE_BYTES)
     fd, too_large = _open_checked(path, what, cap)
     with os.fdopen(fd, "rb") as fh:
         if opened is not None:
@@ -227,7 +217,7 @@ def read_raw_lines_at(path: Path, what: str = "file", opened: list[FileIdentity]
         n = 0
         while True:
             try:
-                raw = fh.readline(line_cap + 2 if line_cap is not None else cap + 1 - got)  # (+2: its \r and \n)
+                raw = fh.readline(line_cap + 2)  # the line, its \r and its \n
             except OSError as exc:
                 raise _os_reason(exc, what) from None
             if not raw:
@@ -236,7 +226,31 @@ def read_raw_lines_at(path: Path, what: str = "file", opened: list[FileIdentity]
             start, got = got, got + len(raw)
             if got > cap:
                 raise too_large
-            yield n, raw, start
+            yield n, _line_text(raw, start, n, what, line_cap), start
+
+
+def read_chunks(path: Path, what: str = "file", opened: list[FileIdentity] | None = None,
+                size: int = 1 << 16) -> Iterator[bytes]:
+    """A regular file's bytes in consecutive pieces, each to the end of its line (``\n``) or ``size`` bytes long,
+    bounded by ``GEVAL_MAX_READ_BYTES`` and opened as :func:`_open_checked` says; ``opened``: as
+    :func:`read_lines_at`."""
+    cap = size_limit(READ_LIMIT_VAR, MAX_READ_BYTES)
+    fd, too_large = _open_checked(path, what, cap)
+    with os.fdopen(fd, "rb") as fh:
+        if opened is not None:
+            opened.append(_identity(os.fstat(fd)))
+        got = 0
+        while True:
+            try:
+                chunk = fh.readline(size)
+            except OSError as exc:
+                raise _os_reason(exc, what) from None
+            if not chunk:
+                return
+            got += len(chunk)
+            if got > cap:
+                raise too_large
+            yield chunk
 
 
 def _line_text(raw: bytes, start: int, n: int, what: str, line_cap: int) -> str:
@@ -274,15 +288,22 @@ class LinesAgain:
 
     def line(self, start: int, n: int) -> str:
         """The line that starts at byte ``start`` (line ``n``, for messages)."""
-        return _line_text(self.raw(start, self.line_cap + 2), start, n, self.what, self.line_cap)
-
-    def raw(self, start: int, limit: int = -1) -> bytes:
-        """The bytes of the line that starts at byte ``start``, with its ``\n`` (at most ``limit``; b"" at the
-        end of the file)."""
         try:
             if start != self._at:  # (lines read in the file's order follow one another: no seek)
                 self._fh.seek(start)
-            raw = self._fh.readline(limit)
+            raw = self._fh.readline(self.line_cap + 2)
+        except OSError as exc:
+            raise _os_reason(exc, self.what) from None
+        self._at = start + len(raw)
+        return _line_text(raw, start, n, self.what, self.line_cap)
+
+    def read(self, start: int, size: int) -> bytes:
+        """The bytes from byte ``start`` to the end of their line (``\n``), at most ``size`` (b"" at the end of the
+        file)."""
+        try:
+            if start != self._at:
+                self._fh.seek(start)
+            raw = self._fh.readline(size)
         except OSError as exc:
             raise _os_reason(exc, self.what) from None
         self._at = start + len(raw)

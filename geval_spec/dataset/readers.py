@@ -15,16 +15,18 @@ nothing else here imports more than the standard library.
 
 from __future__ import annotations
 
+import codecs
 import csv
 import json
 import re
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from geval_spec.files import (LINE_LIMIT_VAR, MAX_LINE_BYTES, MAX_READ_BYTES, READ_LIMIT_VAR, FileIdentity, KeyTwice,
-                              LinesAgain, ReadError, check_input, human_size, keys_once, read_lines_at,
-                              read_raw_lines_at, read_text, size_limit)
+                              LinesAgain, ReadError, check_input, human_size, keys_once, read_chunks, read_lines_at,
+                              read_text, size_limit)
 from geval_spec.redact import SURROGATE, lone_surrogate
 
 FORMATS = {".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".parquet": "parquet"}
@@ -155,45 +157,79 @@ def json_line_at(lines: LinesAgain, start: int, n: int) -> Any:
         return None
 
 
-# A carriage return alone ends a line too, as Python's io reads text with newline="" (what csv asks for). UTF-8
-# never uses the byte 0x0D inside a character, so a line's bytes are cut there before they are decoded.
-_LONE_CR = re.compile(rb"(?<=\r)(?!\n)")
+# A line of a CSV file ends at \n, \r\n or a lone \r, as Python's io reads text with newline="" (what csv asks
+# for). UTF-8 never uses the bytes 0x0A and 0x0D inside a character: a file's bytes are cut into lines before
+# they are decoded.
+_LINE_END = re.compile(rb"\r\n?|\n")
+RECORD_READ = 4096  # bytes read at a time when a CSV record is read again (a record is about 2 KB)
 
 
-def _csv_lines(raws: Iterable[tuple[bytes, int]], starts: list[int]) -> Iterator[str]:
-    """The lines csv reads, with their ends, from (a line's bytes, its first byte) pairs: decoded as UTF-8 (a
-    byte-order mark at the file's start dropped), and cut after a lone ``\r``. Appends each line's first byte to
-    ``starts`` as the line is taken (``starts[k - 1]``: where csv's line k starts)."""
-    for raw, at in raws:
-        cr = raw.count(b"\r")
-        pieces = _LONE_CR.split(raw) if cr > 1 or (cr and not raw.endswith(b"\r\n")) else (raw,)
-        for piece in pieces:
-            if not piece:
-                continue
+class _NotUtf8(ReadError):
+    """A line of a CSV file that is not UTF-8."""
+
+
+def _byte_lines(chunks: Iterable[bytes], at: int) -> Iterator[tuple[bytes, int]]:
+    """(a line's bytes with its end, its first byte) from consecutive chunks of a file that start at byte ``at``
+    (:func:`~geval_spec.files.read_chunks`: each to its ``\n`` or a size), cut a line at a time as they are taken:
+    a line is held whole, never the file."""
+    held: list[bytes] = []  # a line begun in an earlier chunk
+    for chunk in chunks:
+        if not held and chunk.find(b"\n") == len(chunk) - 1 and chunk.find(b"\r", 0, len(chunk) - 2) < 0:
+            yield chunk, at  # (the usual chunk: one whole line, no lone \r before its end)
+            at += len(chunk)
+            continue
+        pos = 0
+        if held and held[-1].endswith(b"\r") and not chunk.startswith(b"\n"):  # a lone \r ended the last chunk
+            line = b"".join(held)
+            held = []
+            yield line, at
+            at += len(line)
+        for m in _LINE_END.finditer(chunk):
+            end = m.end()
+            if end == len(chunk) and m.group() == b"\r":  # (the next chunk may begin with its \n)
+                break
+            line = b"".join(held) + chunk[pos:end] if held else chunk[pos:end]
+            held = []
+            yield line, at
+            at += len(line)
+            pos = end
+        if pos < len(chunk):
+            held.append(chunk[pos:])
+    if held:
+        yield b"".join(held), at
+
+
+def _csv_lines(lines: Iterable[tuple[bytes, int]], starts: deque[int] | None) -> Iterator[str]:
+    """The lines csv reads, decoded as UTF-8 (a byte-order mark at the file's start dropped); each line's first
+    byte is appended to ``starts`` as the line is taken."""
+    for k, (raw, at) in enumerate(lines, 1):
+        if starts is not None:
             starts.append(at)
-            try:
-                yield piece.decode("utf-8-sig" if at == 0 else "utf-8")
-            except UnicodeDecodeError as exc:
-                raise ReadError(f"data file is not UTF-8 text (byte {at + exc.start + 1})",
-                                where=f"line {len(starts)}") from None
-            at += len(piece)
+        try:
+            yield raw.decode("utf-8-sig" if at == 0 else "utf-8")
+        except UnicodeDecodeError as exc:  # (utf-8-sig counts from after the mark)
+            byte = at + exc.start + 1 + (3 if at == 0 and raw.startswith(codecs.BOM_UTF8) else 0)
+            raise _NotUtf8(f"data file is not UTF-8 text (byte {byte})", where=f"line {k}") from None
 
 
 class CsvRows:
-    """A CSV file's records, read a record at a time (the file is never held whole), as (record, the line it
-    starts on, the byte where it starts) triples: a dict of the header's columns, an empty cell None. The header
-    is :attr:`header` once the first record is taken; :meth:`record_at` reads one record again."""
+    """A CSV file's records, read a record at a time (the file is never held whole, nor its lines' places), as
+    (record, the line it starts on, the byte where it starts) triples: a dict of the header's columns, an empty
+    cell None. The header is :attr:`header` once the first record is taken; :meth:`record_at` reads one record
+    again. An error is raised where the reading meets it: a record before a byte that is not UTF-8 is read
+    first (the whole-file reader decoded the file before it read any record)."""
 
     def __init__(self, path: Path, opened: list[FileIdentity] | None = None) -> None:
         self.path, self.opened = path, opened
         self.header: tuple[str, ...] = ()
+        self.field_cap = size_limit(LINE_LIMIT_VAR, MAX_LINE_BYTES)  # a field as long as a JSON line may be
 
     def __iter__(self) -> Iterator[tuple[dict[str, Any], int, int]]:
-        cap = size_limit(LINE_LIMIT_VAR, MAX_LINE_BYTES)
-        csv.field_size_limit(cap)  # a field as long as a JSON line may be (Python's csv stopped at a fixed 128 KiB)
-        starts: list[int] = []
-        reader = csv.reader(_csv_lines(((raw, at) for _, raw, at in read_raw_lines_at(self.path, "data file",
-                                                                                       self.opened)), starts),
+        cap = self.field_cap
+        csv.field_size_limit(cap)  # (Python's csv stopped at a fixed 128 KiB)
+        starts: deque[int] = deque()  # the first byte of each line from line `first` on
+        first = 1
+        reader = csv.reader(_csv_lines(_byte_lines(read_chunks(self.path, "data file", self.opened), 0), starts),
                             strict=True)
         start = 1  # the line the current record starts on
         try:
@@ -210,8 +246,11 @@ class CsvRows:
                     if len(cells) != len(header):
                         raise ReadError(f"ragged row: {len(cells)} values, expected {len(header)} (one per column "
                                         "of the header)", where=f"line {start}")
-                    yield {k: (v if v != "" else None) for k, v in zip(header, cells)}, start, starts[start - 1]
+                    yield {k: (v if v != "" else None) for k, v in zip(header, cells)}, start, starts[start - first]
                 start = reader.line_num + 1
+                while first < start and starts:  # (the lines read: only the next record's first is needed)
+                    starts.popleft()
+                    first += 1
         except csv.Error as exc:
             if "unexpected end of data" in str(exc):
                 raise ReadError(f"unterminated quote: the record that starts on line {start} opens a quoted value "
@@ -222,17 +261,19 @@ class CsvRows:
             raise ReadError(f"not valid CSV: {exc}", where=f"line {reader.line_num}") from None
 
     def record_at(self, lines: LinesAgain, start: int, n: int) -> dict[str, Any] | None:
-        """The record that starts at byte ``start`` (line ``n``), read again as :meth:`__iter__` read it; None when
-        no record of the header's columns starts there any more."""
-        def raws() -> Iterator[tuple[bytes, int]]:
+        """The record that starts at byte ``start`` (line ``n``), read again as :meth:`__iter__` read it, a few KB
+        at a time; None when no record of the header's columns starts there any more. (A failure to read the
+        file is raised.)"""
+        def chunks() -> Iterator[bytes]:
             at = start
-            while raw := lines.raw(at):
-                yield raw, at
-                at += len(raw)
+            while chunk := lines.read(at, RECORD_READ):
+                yield chunk
+                at += len(chunk)
 
+        csv.field_size_limit(self.field_cap)  # (the process's: another reader may have set it since)
         try:
-            cells = next(csv.reader(_csv_lines(raws(), []), strict=True), None)
-        except (csv.Error, ReadError):
+            cells = next(csv.reader(_csv_lines(_byte_lines(chunks(), start), None), strict=True), None)
+        except (csv.Error, _NotUtf8):
             return None
         if cells is None or len(cells) != len(self.header):
             return None

@@ -207,26 +207,11 @@ def read_lines_at(path: Path, what: str = "file",
                   opened: list[FileIdentity] | None = None) -> Iterator[tuple[int, str, int]]:
     """(line number, line, the byte where the line starts) of a file of lines, read as :func:`read_lines` says.
     ``opened`` receives the identity of the file as it was opened, for :class:`LinesAgain`."""
-    cap = size_limit(READ_LIMIT_VAR, MAX_READ_BYTES)
     line_cap = size_limit(LINE_LIMIT_VAR, MAX_LINE_BYTES)
-    fd, too_large = _open_checked(path, what, cap)
-    with os.fdopen(fd, "rb") as fh:
-        if opened is not None:
-            opened.append(_identity(os.fstat(fd)))
-        got = 0
-        n = 0
-        while True:
-            try:
-                raw = fh.readline(line_cap + 2)  # the line, its \r and its \n
-            except OSError as exc:
-                raise _os_reason(exc, what) from None
-            if not raw:
-                return
-            n += 1
-            start, got = got, got + len(raw)
-            if got > cap:
-                raise too_large
-            yield n, _line_text(raw, start, n, what, line_cap), start
+    got = 0
+    for n, raw in enumerate(read_chunks(path, what, opened, line_cap + 2), 1):  # the line, its \r and its \n
+        start, got = got, got + len(raw)
+        yield n, _line_text(raw, start, n, what, line_cap), start
 
 
 def read_chunks(path: Path, what: str = "file", opened: list[FileIdentity] | None = None,

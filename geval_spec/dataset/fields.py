@@ -80,6 +80,9 @@ class FieldsJson:
                                 if (v := values[i]) is not None]) + "}"
 
 
+Reread = Callable[[LinesAgain, int, int], Any]  # (the file, the byte where a record starts, its line) -> the record
+
+
 class TextSource:
     """Where the texts of a JSON Lines or CSV file's cases are read again (:class:`OnDisk`): the file, as it was
     read (its identity), the spec's fields, and how a record is read again from where it starts (``reread``:
@@ -88,7 +91,7 @@ class TextSource:
     __slots__ = ("path", "display", "identity", "fields", "index", "reread")
 
     def __init__(self, path: Path, display: str, identity: FileIdentity, fields: tuple[tuple[str, str], ...],
-                 index: Mapping[str, int], reread: Callable[[LinesAgain, int, int], Any]) -> None:
+                 index: Mapping[str, int], reread: Reread) -> None:
         self.path, self.display, self.identity, self.fields, self.index = path, display, identity, fields, index
         self.reread = reread
 

@@ -27,6 +27,7 @@ from typing import Any, Callable, Iterable, Iterator
 from geval_spec.files import (LINE_LIMIT_VAR, MAX_LINE_BYTES, MAX_READ_BYTES, READ_LIMIT_VAR, FileIdentity, KeyTwice,
                               LinesAgain, ReadError, check_input, human_size, keys_once, read_chunks, read_lines_at,
                               read_text, size_limit)
+from geval_spec.dataset.fields import Reread
 from geval_spec.redact import SURROGATE, lone_surrogate
 
 FORMATS = {".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".parquet": "parquet"}
@@ -143,9 +144,6 @@ def stream_records(path: Path, fmt: str, opened: list[FileIdentity] | None = Non
         return "line", iter(rows), rows.record_at
     records = read_records(path, fmt)
     return records.unit, ((row, pos, None) for row, pos in zip(records.rows, records.positions)), None
-
-
-Reread = Callable[[LinesAgain, int, int], Any]  # (the file, the byte where a record starts, its line) -> the record
 
 
 def json_line_at(lines: LinesAgain, start: int, n: int) -> Any:

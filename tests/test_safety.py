@@ -428,3 +428,45 @@ def test_a_judge_label_cannot_put_html_into_the_markdown_report(tmp_path, label)
     page = cli("report", "demo", "--format", "html", "--out", "-", "--exit-zero", cwd=root).out
     assert "<img" not in page and "<script>" not in page.split("</script>")[-1]
     assert f"<code>{html_lib.escape(label.strip(), quote=True)}</code>" in page  # whole, in one code element
+
+
+# The redaction screen and the score reader read a body's tokens without a check per token when the body is well
+# formed; these are the checked readings they must equal for any tokens at all (the code before 2026-12-03).
+def _chosen_checked(tokens):
+    return "".join([t["token"] if isinstance(t, dict) and isinstance(t.get("token"), str) else "" for t in tokens])
+
+
+def _alternatives_checked(tokens):
+    return [a["token"] for t in tokens if isinstance(t, dict) and isinstance(alts := t.get("top_logprobs"), list)
+            for a in alts if isinstance(a, dict) and isinstance(a.get("token"), str)]
+
+
+def _texts_checked(tokens):
+    return [str(t.get("token", "")) if isinstance(t, dict) else "" for t in tokens]
+
+
+_ODD = st.one_of(st.none(), st.integers(), st.floats(allow_nan=False), _TEXT, st.lists(_TEXT, max_size=2),
+                 st.dictionaries(_TEXT, _TEXT, max_size=2))
+_ALT = st.one_of(st.fixed_dictionaries({"token": _TEXT, "logprob": st.just(-1.0)}),
+                 st.fixed_dictionaries({"token": _ODD}), st.fixed_dictionaries({"logprob": st.just(-1.0)}), _ODD)
+_ANY_TOKEN = st.one_of(
+    st.fixed_dictionaries({"token": _TEXT, "logprob": st.just(-0.1)},
+                          optional={"top_logprobs": st.one_of(st.lists(_ALT, max_size=3), _ODD)}),
+    st.fixed_dictionaries({"token": _ODD}, optional={"top_logprobs": st.lists(_ALT, max_size=2)}),
+    st.fixed_dictionaries({}, optional={"top_logprobs": st.lists(_ALT, max_size=2)}), _ODD)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(_ANY_TOKEN, max_size=6))
+@example([{"token": "a", "top_logprobs": "ab"}])  # a text where a list belongs: its characters are no alternatives
+@example([{"token": "a", "top_logprobs": {"token": "b"}}])  # an object where a list belongs
+@example([{"token": "a", "top_logprobs": [{"token": 5}]}, {"token": "b", "top_logprobs": [{"token": "c"}]}])
+@example([{"token": 5}, {"token": "b"}])
+@example([{"token": None}, "token", ["token"], {"top_logprobs": []}])
+def test_tokens_read_without_checks_equal_the_checked_reading(tokens):
+    from geval_spec.judge.clients.base import _alternatives, _chosen_text
+    from geval_spec.judge.types import Logprobs
+
+    assert _chosen_text(tokens) == _chosen_checked(tokens)
+    assert _alternatives(tokens) == _alternatives_checked(tokens)
+    assert Logprobs(tokens).texts() == _texts_checked(tokens)

@@ -213,3 +213,34 @@ def test_the_score_key_is_found_where_the_reading_by_characters_found_it(obj, in
     assert (at is None) == ("score" not in obj)
     if at is not None:
         assert json.JSONDecoder().raw_decode(text, at)[0] == obj["score"]
+
+
+def _score_path_walked(texts, start, end):
+    """The reading of score_path by a walk from the first token (the code before 2026-12-03)."""
+    text = "".join(texts)
+    path, pos, prefix, closed = [], 0, "", False
+    for i, token in enumerate(texts):
+        t0, t1 = pos, pos + len(token)
+        pos = t1
+        if t1 <= start or t0 >= end:
+            continue
+        a, b = max(start, t0), min(end, t1)
+        if not path:
+            prefix = token[: a - t0]
+        path.append((i, text[a:b]))
+        if b == end:
+            closed = t1 > end
+    return path, prefix, closed
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(["", "1", "12", " 3", ":", '"', "4}", "", "x"]), max_size=8), st.data())
+def test_the_score_path_found_by_bisection_is_the_walks(texts, data):
+    """score_path finds the tokens of the score's characters from the first that ends after its start (empty
+    tokens inside the score included, those at its edges not), as a walk over every token did."""
+    from geval_spec.judge.scoring import score_path
+
+    n = len("".join(texts))
+    start = data.draw(st.integers(0, n))
+    end = data.draw(st.integers(start, n))
+    assert score_path(texts, start, end) == _score_path_walked(texts, start, end)

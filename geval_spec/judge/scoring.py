@@ -36,8 +36,10 @@ from __future__ import annotations
 
 import math
 import re
+from bisect import bisect_right
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from itertools import accumulate
 from typing import Any, Iterable, Mapping, Sequence
 
 from geval_spec.judge.outputs import PREFERENCE, as_int_score, parse_preference, parse_score_output, parse_verdicts
@@ -258,6 +260,29 @@ def _probability(logprob: float) -> float:
     return math.exp(min(logprob, 50.0))
 
 
+def score_path(texts: Sequence[str], start: int, end: int) -> tuple[list[tuple[int, str]], str, bool]:
+    """The tokens that hold the score's characters ``text[start:end]`` of ``text = "".join(texts)``: for each, its
+    index and the score characters it holds; what the first holds before the score; whether the last holds more
+    after it (the number is closed there). A token of no characters inside the score is in the path too."""
+    path: list[tuple[int, str]] = []
+    prefix = ""
+    closed = False
+    ends = list(accumulate(map(len, texts)))  # where each token ends
+    # from the first token that ends after start (bisect, not a walk from the first), while they begin before end
+    for i in range(bisect_right(ends, start), len(texts)):
+        token, t1 = texts[i], ends[i]
+        t0 = t1 - len(token)
+        if t0 >= end:
+            break
+        a, b = max(start, t0), min(end, t1)
+        if not path:
+            prefix = token[: a - t0]
+        path.append((i, token[a - t0:b - t0]))
+        if b == end:
+            closed = t1 > end
+    return path, prefix, closed
+
+
 def distribution_from_logprobs(tokens: Logprobs | Sequence[TokenLogprob], scores: Sequence[int],
                                span: tuple[int, int] | None = None,
                                written: int | None = None) -> Distribution | str:
@@ -278,21 +303,7 @@ def distribution_from_logprobs(tokens: Logprobs | Sequence[TokenLogprob], scores
     if written is not None and int(text[start:end]) != written:
         return (f"the logprobs at the score's position stand for {text[start:end]}, "
                 f"but the judge wrote {written}")
-    path: list[tuple[int, str]] = []
-    pos = 0
-    prefix = ""
-    closed = False
-    for i, token in enumerate(texts):
-        t0, t1 = pos, pos + len(token)
-        pos = t1
-        if t1 <= start or t0 >= end:
-            continue
-        a, b = max(start, t0), min(end, t1)
-        if not path:
-            prefix = token[: a - t0]
-        path.append((i, text[a:b]))
-        if b == end:
-            closed = t1 > end
+    path, prefix, closed = score_path(texts, start, end)
     if not path:
         return "the score is not in the token stream"
     reader = _Reader(stream, path, prefix, closed, scores)

@@ -92,7 +92,14 @@ class Logprobs:
         return len(self._content)
 
     def texts(self) -> list[str]:
-        return [str(t.get("token", "")) if isinstance(t, dict) else "" for t in self._content]
+        """The chosen tokens' texts (a token's text that is not a string as ``str`` gives it; an item that is not
+        a token: ``""``). Read without a check per token first, as most answers are well formed."""
+        try:
+            found = [t["token"] for t in self._content]
+            "".join(found)  # (each is a string)
+            return found
+        except (TypeError, KeyError):
+            return [str(t.get("token", "")) if isinstance(t, dict) else "" for t in self._content]
 
     def at(self, i: int) -> TokenLogprob:
         t = self._content[i]

@@ -3,9 +3,11 @@ provider settings, prompt-cache accounting and the cost ceiling."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import duckdb
 import pytest
@@ -113,7 +115,6 @@ def test_without_headers_later_429s_pace_at_what_the_provider_let_through(monkey
     of tens of thousands a minute, which the window alone (1 to 2 in flight at 50 ms) could not bring down to a
     600 rpm limit: about half the requests were refused, and a request could use up its retries on 429s
     (a flaky CI failure). A later 429 paces at nine tenths of the rate answers came at over the last seconds."""
-    from types import SimpleNamespace
 
     from geval_spec.runner import pacing
 
@@ -493,3 +494,43 @@ def test_the_direct_client_turns_odd_answers_into_transport_errors(monkeypatch):
             HttpClient(None, 1)
         assert name in str(bad.value.problems[0].message) and "secret-pass" not in str(bad.value.problems[0])
         monkeypatch.delenv(name)
+
+
+def test_a_request_takes_its_ticket_at_once_only_when_nobody_waits(monkeypatch):
+    """Pacer.take hands a ticket without the lock when the window is open and no limit holds the request back, and
+    never past a request waiting in acquire (first come first served); a request's tokens are counted only
+    against a tpm limit."""
+    from geval_spec.runner import pacing
+
+    clock = [100.0]
+    monkeypatch.setattr(pacing, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+    body = {"messages": [{"role": "user", "content": "x" * 400}], "max_tokens": 50}
+    p = pacing.Pacer(None, None, concurrency=2, adaptive=False)
+    first = p.take(body)
+    assert first is not None and p.in_flight == 1
+    assert p.take(body) is not None and p.take(body) is None  # the window (2) is full
+
+    async def main() -> list[str]:
+        order: list[str] = []
+
+        async def waiter() -> None:
+            ticket = await p.acquire(body)
+            order.append("waiter")
+            p.release(ticket)
+
+        task = asyncio.ensure_future(waiter())
+        await asyncio.sleep(0)  # the waiter is in acquire, waiting for room
+        p.release(first)  # room for one: the waiter's, not a newcomer's
+        assert p.take(body) is None
+        await task
+        order.append("newcomer" if p.take(body) is not None else "none")
+        return order
+
+    assert asyncio.run(main()) == ["waiter", "newcomer"]
+
+    limited = pacing.Pacer(None, 6000, concurrency=4)  # 6,000 tokens a minute: 100 a second
+    assert limited.take(body) is not None  # 100 + 50 tokens booked
+    assert limited.tokens is not None and limited.tokens.next_at == pytest.approx(100.0 + 150 * 60 / 6000)
+    assert limited.take(body) is None  # the next may start 1.5 s later
+    clock[0] = 101.5
+    assert limited.take(body) is not None

@@ -172,6 +172,32 @@ def test_a_case_value_named_like_a_spec_variable_is_not_served_from_the_reused_b
     assert shadowed == "the case's own task" != first and r.render("c", fields).messages[0].content == first
 
 
+def test_a_render_s_context_is_jinja_s_own_merge_of_globals_spec_and_case():
+    """A render's context is merged once per renderer (Jinja's globals, then the spec's variables, then the case's)
+    and handed to Jinja as it is: a case value named like a global (``range``, ``lipsum``) or a spec variable
+    shadows it, as in Jinja's own merge, and the globals stay callable everywhere else; a render leaves nothing
+    behind for the next."""
+    text = ("{% block system %}{{ task }}{% for i in range(2) %}{{ i }}{% endfor %}{% endblock %}"
+            "{% block user %}{% set note = 'n' %}{{ history }}|{{ fact }}|{{ candidate }}|{{ note }}{% endblock %}")
+    r = _renderer(text)
+    jinja = r.template  # Jinja's own merge: new_context without shared
+    fields = {"history": "h", "fact": "f", "candidate": "c"}
+
+    def by_jinja(values):
+        ctx = r.context(values)
+        return tuple("".join(jinja.blocks[b](jinja.new_context({k: v for k, v in ctx.items()
+                                                                 if k not in jinja.globals or k in values})))
+                      for b in ("system", "user"))
+
+    for values in (fields, dict(fields, history="range"), dict(fields, lipsum="L", history="x")):
+        got = r.render("a", values)
+        assert tuple(m.content for m in got.messages) == by_jinja(values)
+    shadow = _renderer("{% block user %}{{ range }}|{{ lipsum }}|{{ candidate }}{% endblock %}")
+    out = shadow.render("a", dict(fields, range="R", lipsum="L"))
+    assert out.messages[0].content == "R|L|c"
+    assert "range" not in shadow.context(fields) or callable(shadow.context(fields)["range"])
+
+
 def test_a_reused_block_still_counts_against_the_output_limit(monkeypatch):
     text = "{% block system %}{{ task * 40 }}{% endblock %}" + _USER
     fields = {"history": "h", "fact": "f", "candidate": "c"}

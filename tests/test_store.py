@@ -10,6 +10,8 @@ from dataclasses import replace
 
 import duckdb
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import cli
 
@@ -893,3 +895,34 @@ def test_entries_of_the_journal_folder_that_are_no_regular_files_are_left_alone(
     with Store(db) as store:
         assert store.answered(["a"]) == {"a"}
     assert (folder / "x.jsonl").exists() or (folder / "x.jsonl").is_symlink()
+
+
+_SCALAR = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=8))
+_VALUE = st.recursive(_SCALAR, lambda inner: st.one_of(
+    st.lists(inner, max_size=3), st.dictionaries(st.one_of(st.text(max_size=4), st.integers(), st.booleans(),
+                                                           st.floats(allow_nan=False), st.none()), inner,
+                                                 max_size=3)), max_leaves=10)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_VALUE, st.booleans(), st.booleans())
+def test_the_encoder_made_once_writes_what_json_dumps_writes(value, ascii, sort):
+    """sql.encoder (the store's JSON and the journal's headers) makes the C encoder once, not per call: the text
+    is json.dumps's for any value without a cycle (NaN and infinities, keys of every kind, surrogates), and what
+    json.dumps refuses (keys of types that cannot be sorted together) it refuses too."""
+    import json
+
+    from geval_spec.store.sql import dumps, encoder
+
+    def both(encode, dump):
+        try:
+            expected = dump()
+        except TypeError:
+            with pytest.raises(TypeError):
+                encode()
+        else:
+            assert encode() == expected
+
+    both(lambda: encoder(ensure_ascii=ascii, sort_keys=sort)(value),
+         lambda: json.dumps(value, ensure_ascii=ascii, sort_keys=sort))
+    both(lambda: dumps(value), lambda: None if value is None else json.dumps(value, ensure_ascii=False, sort_keys=True))

@@ -164,6 +164,10 @@ class Renderer:
             if source.read_include is None:
                 _COMPILED[(source.name, source.text)] = cached
         self.env, self.template = cached.env, cached.template
+        # the context a case's render starts from: the template's globals, then the spec's variables over them
+        # (as Jinja's new_context merges them; merged once here, a render's context is shared with Jinja as it
+        # is: merging per render went through the globals' ChainMap, 3.6 of a render's 13 us)
+        self._start = {**dict(self.template.globals), **self.base}
         self._check_names(cached.undeclared)
         self.blocks = [b for b in ("system", "user") if b in self.template.blocks]
         # A block that reads nothing of the case renders to the same text for every case: from the third case on
@@ -260,7 +264,7 @@ class Renderer:
     # -- rendering ------------------------------------------------------------
     def context(self, fields: Mapping[str, str], findings: Sequence[Finding] = (),
                 swapped: bool = False) -> dict[str, Any]:
-        ctx = dict(self.base)
+        ctx = dict(self._start)
         ctx.update(fields)
         ctx["findings"] = list(findings)
         if self.spec.pairwise is not None:
@@ -296,7 +300,7 @@ class Renderer:
     def _messages(self, ctx: dict[str, Any], budget: Any) -> tuple[Message, ...]:
         """Render the whole template (one user message) or its blocks, counting the output as it comes."""
         if not self.blocks:
-            return (Message("user", _collect(self.template.root_render_func(self.template.new_context(ctx)),
+            return (Message("user", _collect(self.template.root_render_func(self.template.new_context(ctx, shared=True)),
                                              budget).strip()),)
         out = []
         self._renders += 1
@@ -310,7 +314,7 @@ class Renderer:
                 raw = same
             else:
                 budget.random = False
-                raw = _collect(self.template.blocks[block](self.template.new_context(ctx)), budget)
+                raw = _collect(self.template.blocks[block](self.template.new_context(ctx, shared=True)), budget)
                 if block in self._fixed and not budget.random and self._spec_values_only(block, ctx):
                     self._same[block] = raw
             text = raw.strip()
@@ -320,8 +324,8 @@ class Renderer:
 
     def _spec_values_only(self, block: str, ctx: Mapping[str, Any]) -> bool:
         """Whether every name ``block`` reads is, in ``ctx``, the spec's own value or a global (not the case's)."""
-        base = self.base
-        return all(name not in ctx or (name in base and ctx[name] is base[name]) for name in self._fixed[block])
+        start = self._start
+        return all(name not in ctx or (name in start and ctx[name] is start[name]) for name in self._fixed[block])
 
     def _where(self, exc: BaseException) -> tuple[str, int | None]:
         tb = exc.__traceback__

@@ -37,7 +37,7 @@ from geval_spec.judge.clients import client_class, client_name
 from geval_spec.judge.clients.base import Client, TextClient, TransportError
 from geval_spec.judge.types import Completion, Request
 from geval_spec.runner.budget import Ceiling
-from geval_spec.runner.pacing import Pacer, PaceState, rate_cost
+from geval_spec.runner.pacing import Pacer, PaceState
 from geval_spec.spec.sections import Judge
 from geval_spec.store.journal import Journal
 from geval_spec.store.records import ResponseRecord
@@ -313,10 +313,9 @@ class Executor:
     async def _one(self, request: Request) -> Outcome:
         route = self.route(request)
         pacer = route.pacer
-        cost = rate_cost(request.body) if pacer.counts_tokens else 0
         attempt = 0
         while True:
-            ticket = await pacer.acquire(cost)
+            ticket = pacer.take(request.body) or await pacer.acquire(request.body)
             try:
                 completion = await (
                     cast(TextClient, route.client).complete(request.body, route.timeout, key=request.hash,

@@ -120,35 +120,55 @@ class Pacer:
         self.hold_until = 0.0
         self._lock = asyncio.Lock()
         self._freed: asyncio.Event | None = None
+        self._waiting = 0  # requests in acquire
 
-    @property
-    def counts_tokens(self) -> bool:
-        return self.tokens is not None or not self.declared
+    def take(self, body: JsonObject) -> Ticket | None:
+        """A ticket at once when this request may be sent now and nobody waits in :meth:`acquire` (which keeps
+        them first come first served); None otherwise. Most requests of a run go this way, without a coroutine
+        or the lock."""
+        if self._waiting or self.in_flight >= max(1, int(self.window)):
+            return None
+        now = time.monotonic()
+        return self._book(now, body) if self._start(now) <= now + 1e-4 else None
 
-    async def acquire(self, cost: int) -> Ticket:
-        """Wait until this request may be sent; the caller must :meth:`release` the ticket."""
-        async with self._lock:  # one waiter at a time, first come first served
-            while True:
-                now = time.monotonic()
-                if self.in_flight >= max(1, int(self.window)):
-                    self._freed = self._freed or asyncio.Event()
-                    await self._freed.wait()
-                    self._freed = None
-                    continue
-                start = max(now, self.hold_until)
-                share = 1.0 if self.declared else self.share
-                for schedule in (self.requests, self.tokens):
-                    if schedule is not None:
-                        start = max(start, schedule.earliest(now))
-                if start > now + 1e-4:
-                    await asyncio.sleep(start - now)
-                    continue
-                if self.requests is not None:
-                    self.requests.book(now, 1, share)
-                if self.tokens is not None:
-                    self.tokens.book(now, cost, share)
-                self.in_flight += 1
-                return Ticket(sent_at=now, round=self.round)
+    async def acquire(self, body: JsonObject) -> Ticket:
+        """Wait until this request (``body``: what it counts against a tpm limit) may be sent; the caller must
+        :meth:`release` the ticket."""
+        self._waiting += 1
+        try:
+            async with self._lock:  # one waiter at a time, first come first served
+                while True:
+                    now = time.monotonic()
+                    if self.in_flight >= max(1, int(self.window)):
+                        self._freed = self._freed or asyncio.Event()
+                        await self._freed.wait()
+                        self._freed = None
+                        continue
+                    start = self._start(now)
+                    if start > now + 1e-4:
+                        await asyncio.sleep(start - now)
+                        continue
+                    return self._book(now, body)
+        finally:
+            self._waiting -= 1
+
+    def _start(self, now: float) -> float:
+        """The earliest time the next request may start: a hold, and the schedules of the limits."""
+        start = max(now, self.hold_until)
+        for schedule in (self.requests, self.tokens):
+            if schedule is not None:
+                start = max(start, schedule.earliest(now))
+        return start
+
+    def _book(self, now: float, body: JsonObject) -> Ticket:
+        """Send a request now: its share of the limits' schedules (its tokens counted only under a tpm limit)."""
+        share = 1.0 if self.declared else self.share
+        if self.requests is not None:
+            self.requests.book(now, 1, share)
+        if self.tokens is not None:
+            self.tokens.book(now, rate_cost(body), share)
+        self.in_flight += 1
+        return Ticket(sent_at=now, round=self.round)
 
     def release(self, ticket: Ticket, *, rate_limited: bool = False, retry_after: float | None = None,
                 limits: RateInfo | None = None) -> None:

@@ -27,8 +27,10 @@ from typing import Callable, Iterable, Iterator, Sequence, TypeVar
 
 from geval_spec.errors import StoreError
 from geval_spec.store.records import Planned, ResponseRecord
+from geval_spec.store.sql import encoder
 
 T = TypeVar("T")
+_HEADER = encoder()  # json.dumps of a record's header (its fields but the body), made once
 
 
 class Journal:
@@ -52,7 +54,7 @@ class Journal:
         body = (record.body or "").encode("utf-8")
         header = record.header()
         header["body_bytes"] = len(body) if record.body is not None else None
-        os.write(self._fd, json.dumps(header).encode("utf-8") + b"\n" + body + b"\n")
+        os.write(self._fd, _HEADER(header).encode("utf-8") + b"\n" + body + b"\n")
 
     def write_planned(self, planned: Planned) -> None:
         if self._fd is None:

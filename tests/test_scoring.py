@@ -244,3 +244,31 @@ def test_the_score_path_found_by_bisection_is_the_walks(texts, data):
     start = data.draw(st.integers(0, n))
     end = data.draw(st.integers(start, n))
     assert score_path(texts, start, end) == _score_path_walked(texts, start, end)
+
+
+_TOKEN_TEXT = st.sampled_from(["", "1", "2", " 3", "x"])
+_LOGPROB = st.one_of(st.floats(allow_nan=True), st.integers(-5, 0), st.booleans(), st.none(), st.just("-0.1"))
+_ALTERNATIVE = st.one_of(st.fixed_dictionaries({}, optional={"token": st.one_of(_TOKEN_TEXT, st.integers()),
+                                                             "logprob": _LOGPROB}), st.none(), _TOKEN_TEXT)
+_POSITION = st.one_of(
+    st.fixed_dictionaries({}, optional={"token": st.one_of(_TOKEN_TEXT, st.integers(), st.none()), "logprob": _LOGPROB,
+                                        "top_logprobs": st.one_of(st.lists(_ALTERNATIVE, max_size=4), st.none(),
+                                                                  _TOKEN_TEXT)}), st.none(), st.integers(), _TOKEN_TEXT)
+
+
+@settings(max_examples=500, deadline=None)
+@given(_POSITION)
+def test_the_alternatives_read_at_a_position_are_those_of_its_token(position):
+    """Logprobs.alternatives(i) reads (text, logprob) pairs straight from the answer, as building the position's
+    TokenLogprob (at) and adding its chosen token when the alternatives leave it out did (before 2026-12-03)."""
+    import math
+
+    from geval_spec.judge.types import Logprobs
+
+    tok = Logprobs([position]).at(0)
+    expected = list(tok.top)
+    if all(t != tok.token for t, _ in expected):
+        expected.append((tok.token, tok.logprob))
+    got = Logprobs([position]).alternatives(0)
+    assert [t for t, _ in got] == [t for t, _ in expected]
+    assert all(a == b or (math.isnan(a) and math.isnan(b)) for (_, a), (_, b) in zip(got, expected))

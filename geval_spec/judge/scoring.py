@@ -133,13 +133,6 @@ def _score_digits(text: str, span: tuple[int, int] | None) -> tuple[int, int] | 
     return (m.start(1), m.end(1)) if m else None
 
 
-def _alternatives(tok: TokenLogprob) -> list[tuple[str, float]]:
-    tops = list(tok.top)
-    if all(t != tok.token for t, _ in tops):
-        tops.append((tok.token, tok.logprob))
-    return tops
-
-
 @lru_cache(maxsize=64)
 def _scale(scores: tuple[int, ...]) -> tuple[dict[str, int], frozenset[str]]:
     """A scale's scores by their text, and every text a longer score of the scale begins with ('' and '-' too)."""
@@ -213,7 +206,7 @@ class _Reader:
         index, chosen = self.path[step]
         last = step == len(self.path) - 1
         chosen_closed = last and self.closed
-        read = [(self._piece(t, step == 0), _probability(lp)) for t, lp in _alternatives(self.tokens.at(index))]
+        read = [(self._piece(t, step == 0), _probability(lp)) for t, lp in self.tokens.alternatives(index)]
         if step > 0 and consumed in self.strings:  # the number could have ended before this token
             digits = sum(q for r, q in read if r is not None)
             self.probs[self.strings[consumed]] += weight * max(1.0 - digits, 0.0)
@@ -239,7 +232,7 @@ class _Reader:
         """The chosen score is complete: split p between it and longer scores the next token could make."""
         rest = p
         if self._extends(full) and after < len(self.tokens):
-            for token, lp in _alternatives(self.tokens.at(after)):
+            for token, lp in self.tokens.alternatives(after):
                 more = _DIGITS.match(token)
                 if more is not None and more.group():
                     q = p * _probability(lp)

@@ -101,6 +101,19 @@ class Logprobs:
         except (TypeError, KeyError):
             return [str(t.get("token", "")) if isinstance(t, dict) else "" for t in self._content]
 
+    def alternatives(self, i: int) -> list[tuple[str, float]]:
+        """The alternatives at position ``i`` as (text, logprob), the chosen token among them (last, when the
+        provider left it out): what scoring reads at the score's positions, without building a TokenLogprob."""
+        t = self._content[i]
+        if not isinstance(t, dict):
+            return [("", float("-inf"))]
+        token = str(t.get("token", ""))
+        tops = [(str(x.get("token", "")), _logprob(x.get("logprob"))) for x in (t.get("top_logprobs") or [])
+                if isinstance(x, dict)]
+        if all(a != token for a, _ in tops):
+            tops.append((token, _logprob(t.get("logprob"))))
+        return tops
+
     def at(self, i: int) -> TokenLogprob:
         t = self._content[i]
         if not isinstance(t, dict):

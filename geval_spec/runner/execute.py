@@ -349,15 +349,22 @@ class Executor:
 
     async def stream(self, feed: AsyncIterator[Request], on_outcome: Callable[[Outcome], None]) -> None:
         """Send what ``feed`` yields, ``concurrency`` at a time; hand each outcome to ``on_outcome``."""
-        queue: asyncio.Queue[Request | None] = asyncio.Queue(maxsize=max(2, 2 * self.settings.concurrency))
+        size = max(2, 2 * self.settings.concurrency)
+        queue: asyncio.Queue[Request | None] = asyncio.Queue(maxsize=size)
         workers = max(1, self.settings.concurrency)
+        # A full queue is refilled once half of it has gone out, not a request at a time: the producer (and the
+        # feed's generator) then wakes once per size / 2 requests instead of once per request.
+        room, refill_at = asyncio.Event(), size // 2
 
         async def produce() -> None:
             try:
                 async for request in feed:
                     if self.stopping or self.stop is not None:
                         break
-                    await queue.put(request)
+                    if queue.full():
+                        room.clear()
+                        await room.wait()
+                    queue.put_nowait(request)
             except Exception as exc:  # the planner's error (a template, the data) ends the run
                 self._fail(exc)
             # the workers end on these (or on the stop flags). Not in a `finally`: cancelled (once the workers
@@ -369,6 +376,8 @@ class Executor:
         async def work() -> None:
             while True:
                 request = await queue.get()
+                if queue.qsize() <= refill_at:
+                    room.set()
                 if request is None or self.stopping or self.stop is not None:
                     return
                 if self.ceiling is not None and not self.ceiling.admit(request):

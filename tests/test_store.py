@@ -45,7 +45,8 @@ def test_journal_is_replayed_when_the_store_opens(tmp_path):
         assert not list(store.journal_dir.glob("*.jsonl"))
 
 
-def planned_request(h: str, case_id: str, body: str = '{"model": "m", "messages": []}'):
+def planned_request(h: str, case_id: str, body: str = '{"messages":[],"model":"m"}'):
+    """A planned request whose body_text is canonical JSON, as make_request makes it."""
     from geval_spec.judge.types import Request
 
     return Request(hash=h, case_id=case_id, judge="j", sample=0, n=1, purpose="judge", body={"model": "m"},
@@ -60,13 +61,13 @@ def test_planned_requests_in_the_journal_reach_the_store_with_their_answers(tmp_
 
     db = tmp_path / "r.duckdb"
     with Store(db) as store:
-        store.write_planned([Planned.of("run_x", [planned_request("a", "c1", '{"model": "m", "stored": "first"}')],
+        store.write_planned([Planned.of("run_x", [planned_request("a", "c1", '{"model":"m","stored":"first"}')],
                                         0)])
         journal = store.journal("run_x")
         journal.write_planned(Planned.of("run_x", [planned_request("a", "c1"), planned_request("b", "c2"),
                                                    planned_request("b", "c3")], 0))
         journal.write(record("a"))
-        journal.write_planned(Planned.of("run_x", [planned_request("c", "c4", '{"model": "m", "text": "\\n"}')],
+        journal.write_planned(Planned.of("run_x", [planned_request("c", "c4", '{"model":"m","text":"\\n"}')],
                                          3))
         journal.write(record("c"))
     journal.close()
@@ -80,8 +81,8 @@ def test_planned_requests_in_the_journal_reach_the_store_with_their_answers(tmp_
         assert store.recovered == 2
         assert store.answered(["a", "b", "c"]) == {"a", "c"}
         assert store.con.execute("SELECT request_hash, body_json FROM requests ORDER BY 1").fetchall() == [
-            ("a", '{"model": "m", "stored": "first"}'), ("b", '{"model": "m", "messages": []}'),
-            ("c", '{"model": "m", "text": "\\n"}')]
+            ("a", '{"model":"m","stored":"first"}'), ("b", '{"messages":[],"model":"m"}'),
+            ("c", '{"model":"m","text":"\\n"}')]
         assert store.con.execute("SELECT request_hash, case_id, position FROM run_requests ORDER BY 1").fetchall() \
             == [("a", "c1", 0), ("b", "c2", 1), ("c", "c4", 3)]
         assert not list(store.journal_dir.iterdir())
@@ -926,3 +927,37 @@ def test_the_encoder_made_once_writes_what_json_dumps_writes(value, ascii, sort)
     both(lambda: encoder(ensure_ascii=ascii, sort_keys=sort)(value),
          lambda: json.dumps(value, ensure_ascii=ascii, sort_keys=sort))
     both(lambda: dumps(value), lambda: None if value is None else json.dumps(value, ensure_ascii=False, sort_keys=True))
+
+
+_BODY_VALUE = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False, allow_infinity=False),
+              st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=12)),
+    lambda inner: st.one_of(st.lists(inner, max_size=3),
+                            st.dictionaries(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=5),
+                                            inner, max_size=3)), max_leaves=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.dictionaries(st.text(max_size=4), _BODY_VALUE, max_size=4), min_size=1, max_size=4))
+def test_a_planned_chunk_reads_back_with_its_bodies_as_they_were(tmp_path_factory, bodies):
+    """The planned journal splices each body's canonical JSON into its line as a JSON object (not escaped into a
+    string again): read back, every body is the same text, the line is one line, and a line of the earlier form
+    (bodies as strings) still reads."""
+    import json
+
+    from geval_spec.spec.fingerprint import canonical
+    from geval_spec.store.journal import Journal, iter_planned
+    from geval_spec.store.records import Planned
+
+    requests = [planned_request(f"h{i}", f"c{i}", canonical(body)) for i, body in enumerate(bodies)]
+    chunk = Planned.of("run_x", requests, 0)
+    folder = tmp_path_factory.mktemp("planned")
+    journal = Journal(folder / "run_x.jsonl")
+    journal.write_planned(chunk)
+    journal.close()
+    raw = (folder / "run_x.planned").read_bytes()
+    assert raw.count(b"\n") == 1
+    assert [c.requests for c in iter_planned(folder / "run_x.planned")] == [chunk.requests]
+    assert json.loads(raw)["requests"][0][2] == bodies[0]  # a JSON object, not a string
+    (folder / "old.planned").write_text(json.dumps(chunk.to_json(), ensure_ascii=False) + "\n", encoding="utf-8")
+    assert [c.requests for c in iter_planned(folder / "old.planned")] == [chunk.requests]

@@ -5,7 +5,9 @@ the record's fields and the body's length in bytes, then the body exactly as
 it was received (not escaped into JSON again), then a newline. Before any
 request of a chunk is sent, the chunk's requests are written to
 ``<run>.planned`` beside it, one JSON line a chunk
-(:class:`~geval_spec.store.records.Planned`): the store gets them in the
+(:meth:`~geval_spec.store.records.Planned.line`: each body as the JSON
+object it is; lines of earlier releases hold it as a string, and still
+read): the store gets them in the
 run's next session, and a killed run's journal replays them with their
 answers. (A file of its own: geval-spec releases before it read every line
 of ``<run>.jsonl`` as a response, and would stop at the first other line.)
@@ -61,7 +63,7 @@ class Journal:
             return
         if self._planned_fd is None:
             self._planned_fd = os.open(self.planned_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        os.write(self._planned_fd, json.dumps(planned.to_json(), ensure_ascii=False).encode("utf-8") + b"\n")
+        os.write(self._planned_fd, planned.line().encode("utf-8") + b"\n")
 
     def close(self) -> None:
         """Stop writing; the files stay (their records are merged into the store by whoever opens it next)."""
@@ -136,7 +138,7 @@ def iter_planned(path: Path) -> Iterator[Planned]:
                 return
             try:
                 chunk = Planned.from_json(json.loads(line))
-            except (ValueError, TypeError, AttributeError, UnicodeDecodeError):
+            except (ValueError, TypeError, AttributeError, UnicodeDecodeError, RecursionError):
                 continue
             yield chunk
 

@@ -14,8 +14,12 @@ from datetime import datetime, timezone
 from typing import Any, Literal, Sequence
 
 from geval_spec.judge.types import Request, is_amount, request_key, token_count
+from geval_spec.spec.fingerprint import canonical
 from geval_spec.spec.load import ResolvedSpec
 from geval_spec.spec.sections import Judge
+from geval_spec.store.sql import encoder
+
+_TEXT = encoder(ensure_ascii=False)  # json.dumps(..., ensure_ascii=False), made once
 
 RunKind = Literal["run", "import"]
 RunStatus = Literal["running", "completed", "failed", "interrupted"]
@@ -224,7 +228,7 @@ class Planned:
         keyed: dict[tuple[str, str, str], LinkRow] = {}
         for i, r in enumerate(requests):
             if r.hash not in seen:
-                body = r.body_text or json.dumps(r.body, ensure_ascii=False, sort_keys=True)
+                body = r.body_text or canonical(r.body)  # (canonical JSON either way: line() splices it in)
                 seen[r.hash] = (r.hash, r.model, body, r.sample, r.n, stamp)
             keyed.setdefault((r.hash, r.judge, r.purpose), (run_id, r.hash, r.case_id, r.judge, r.purpose, r.sample,
                                                             start + i))
@@ -247,11 +251,20 @@ class Planned:
     def to_json(self) -> dict[str, Any]:
         return {"requests": [list(r) for r in self.requests], "links": [list(r) for r in self.links]}
 
+    def line(self) -> str:
+        """The chunk as one line of JSON (the planned journal's): :meth:`to_json`'s form with each request's body
+        as the JSON object it is, its canonical text spliced in rather than escaped into a string again (which
+        was half of a chunk's encoding: the bodies are most of it). Canonical JSON holds no line break."""
+        rows = ", ".join(f"[{_TEXT(h)}, {_TEXT(m)}, {b}, {s}, {n}, {_TEXT(t)}]" for h, m, b, s, n, t in self.requests)
+        return f'{{"requests": [{rows}], "links": {_TEXT(self.links)}}}'
+
     @classmethod
     def from_json(cls, data: Any) -> "Planned":
-        """Read :meth:`to_json`'s form back; a ValueError for anything else."""
+        """Read :meth:`to_json`'s form back, a body as a string or (:meth:`line`) as a JSON object, whose canonical
+        text it was; a ValueError for anything else."""
         try:
-            requests = tuple((request_key(str(h)), str(m), str(b), _small(s), _small(n), str(t))
+            requests = tuple((request_key(str(h)), str(m), b if isinstance(b, str) else canonical(b), _small(s),
+                              _small(n), str(t))
                              for h, m, b, s, n, t in data["requests"])
             links = tuple((str(run), request_key(str(h)), str(c), str(j), str(p), _small(s), _small(pos))
                           for run, h, c, j, p, s, pos in data["links"])

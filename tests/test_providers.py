@@ -534,3 +534,40 @@ def test_a_request_takes_its_ticket_at_once_only_when_nobody_waits(monkeypatch):
     assert limited.take(body) is None  # the next may start 1.5 s later
     clock[0] = 101.5
     assert limited.take(body) is not None
+
+
+def test_a_model_s_entry_is_read_where_its_key_stands_as_decoding_the_whole_map_reads_it(monkeypatch):
+    """costs reads one model's entry of litellm's cost map where its key stands (not the 3.5 MB map decoded
+    whole: 33 ms of every run's start): the same entry json.loads gives, for names of the real map and names it
+    lacks; the last of a repeated key; the whole map decoded when its layout is not litellm's."""
+    import random
+
+    text = costs._map_text()
+    if text is not None:  # the installed map: a sample of its names, its first and last, and names it lacks
+        table = json.loads(text)
+        names = list(table)
+        sample = random.Random(5).sample(names, min(60, len(names))) + names[:1] + names[-1:]
+        for name in sample + ["no-such-model", "gpt-4.1-mini-no", "", 'a"b']:
+            assert costs._entry(name) == table.get(name), name
+
+    def use(map_text):
+        monkeypatch.setattr(costs, "_map_text", lambda: map_text)
+        costs._entry.cache_clear()
+        costs._prices.cache_clear()
+
+    try:
+        data = {"m": {"input_cost_per_token": 1.0}, "x/m": {"a": [1, {"b": "}\n    }"}]},
+                'q"uote': {"k": 2}, "\u00e9": {"k": 3}}
+        laid_out = json.dumps(data, indent=4)
+        use(laid_out[:-2] + ',\n    "m": {"input_cost_per_token": 2.0}\n}')
+        assert costs._entry("m") == {"input_cost_per_token": 2.0}  # the last, as json.loads takes it
+        use(laid_out)
+        assert costs._entry("x/m") == data["x/m"] and costs._entry('q"uote') == {"k": 2}
+        assert costs._entry("\u00e9") == {"k": 3} and costs._entry("n") is None
+        use(json.dumps(data))  # not litellm's layout: decoded whole
+        assert costs._entry("m") == {"input_cost_per_token": 1.0} and costs._entry("n") is None
+        use('{\n    "m": {"k": ')  # damaged: as decoding it whole reads it (nothing)
+        assert costs._entry("m") is None
+    finally:
+        costs._entry.cache_clear()
+        costs._prices.cache_clear()

@@ -18,16 +18,54 @@ MAP_FILE = "model_prices_and_context_window_backup.json"
 
 
 @lru_cache(maxsize=1)
-def _prices() -> dict:
+def _map_text() -> str | None:
+    """The cost map's text (None when litellm or the file is missing)."""
     spec = importlib.util.find_spec("litellm")
     if spec is None or not spec.submodule_search_locations:
-        return {}
+        return None
     path = Path(list(spec.submodule_search_locations)[0]) / MAP_FILE
     try:
-        table = json.loads(path.read_text(encoding="utf-8"))
+        return path.read_text(encoding="utf-8")
     except (OSError, ValueError):
+        return None
+
+
+@lru_cache(maxsize=1)
+def _prices() -> dict:
+    """The whole map, decoded ({} when it is missing or not an object)."""
+    text = _map_text()
+    try:
+        table = json.loads(text) if text is not None else {}
+    except ValueError:
         return {}
     return table if isinstance(table, dict) else {}
+
+
+# litellm writes the map with json.dump(..., indent=4): every model a key of the top-level object on a line of its own,
+# indented by four spaces (a nested key has eight; a string holds no line break)
+_TOP_KEYS = '{\n    "'
+_DECODER = json.JSONDecoder()
+
+
+@lru_cache(maxsize=256)
+def _entry(name: str) -> Any:
+    """``_prices().get(name)``, read where the name's key stands instead of decoding the whole map (3.5 MB: 33 ms
+    of every run's start). The last of a repeated key, as json.loads takes it; the whole map when its text is not
+    laid out as litellm writes it, or the name is not ASCII (which json.dump escapes)."""
+    text = _map_text()
+    if text is None:
+        return None
+    if not text.startswith(_TOP_KEYS) or not name.isascii():
+        return _prices().get(name)
+    needle = "\n    " + json.dumps(name) + ": "
+    at = text.rfind(needle)
+    if at < 0:
+        return None
+    try:
+        value, _ = _DECODER.raw_decode(text, at + len(needle))
+    except ValueError:  # (a damaged map: what decoding it whole makes of it)
+        return _prices().get(name)
+    return value
 
 
 @dataclass(frozen=True)
@@ -58,12 +96,11 @@ def _number(entry: dict[str, Any], key: str, default: float) -> float:
 
 def model_entry(model: str) -> dict[str, Any] | None:
     """The map's entry for a litellm model string (tried as written, then without its provider prefix)."""
-    table = _prices()
     candidates = [model]
     if "/" in model:
         candidates.append(model.split("/", 1)[1])
     for name in candidates:
-        entry = table.get(name)
+        entry = _entry(name)
         if isinstance(entry, dict):
             return entry
     return None

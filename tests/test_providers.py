@@ -538,36 +538,45 @@ def test_a_request_takes_its_ticket_at_once_only_when_nobody_waits(monkeypatch):
 
 def test_a_model_s_entry_is_read_where_its_key_stands_as_decoding_the_whole_map_reads_it(monkeypatch):
     """costs reads one model's entry of litellm's cost map where its key stands (not the 3.5 MB map decoded
-    whole: 33 ms of every run's start): the same entry json.loads gives, for names of the real map and names it
-    lacks; the last of a repeated key; the whole map decoded when its layout is not litellm's."""
-    import random
-
+    whole: 33 ms of every run's start) only when the map can spell the key one way and holds it once, at the start
+    of a line: the same entry json.loads gives, for every name of the installed map (whose entries are not all
+    laid out alike: one stood at column 0, and was missed until a review found it) and names it lacks; the whole
+    map decoded for a repeated key, a nested one, or a map with escapes."""
     text = costs._map_text()
-    if text is not None:  # the installed map: a sample of its names, its first and last, and names it lacks
+    if text is not None:  # the installed map: every name it has, and names it lacks
         table = json.loads(text)
-        names = list(table)
-        sample = random.Random(5).sample(names, min(60, len(names))) + names[:1] + names[-1:]
-        for name in sample + ["no-such-model", "gpt-4.1-mini-no", "", 'a"b']:
+        for name in [*table, "no-such-model", "gpt-4.1-mini-no", "", 'a"b']:
             assert costs._entry(name) == table.get(name), name
 
     def use(map_text):
         monkeypatch.setattr(costs, "_map_text", lambda: map_text)
         costs._entry.cache_clear()
         costs._prices.cache_clear()
+        costs._escapes.cache_clear()
+
+    def same(map_text, *names):
+        use(map_text)
+        try:
+            table = json.loads(map_text)
+        except ValueError:  # (a damaged map prices nothing)
+            table = {}
+        for name in names:
+            assert costs._entry(name) == table.get(name), (map_text, name)
 
     try:
-        data = {"m": {"input_cost_per_token": 1.0}, "x/m": {"a": [1, {"b": "}\n    }"}]},
-                'q"uote': {"k": 2}, "\u00e9": {"k": 3}}
-        laid_out = json.dumps(data, indent=4)
-        use(laid_out[:-2] + ',\n    "m": {"input_cost_per_token": 2.0}\n}')
-        assert costs._entry("m") == {"input_cost_per_token": 2.0}  # the last, as json.loads takes it
-        use(laid_out)
-        assert costs._entry("x/m") == data["x/m"] and costs._entry('q"uote') == {"k": 2}
-        assert costs._entry("\u00e9") == {"k": 3} and costs._entry("n") is None
-        use(json.dumps(data))  # not litellm's layout: decoded whole
-        assert costs._entry("m") == {"input_cost_per_token": 1.0} and costs._entry("n") is None
-        use('{\n    "m": {"k": ')  # damaged: as decoding it whole reads it (nothing)
-        assert costs._entry("m") is None
+        data = {"m": {"input_cost_per_token": 1.0, "note": 'say "n": 1'}, "x/m": {"a": [1, {"b": "}\n    }"}]},
+                'q"uote': {"k": 2}, "\u00e9": {"k": 3}, "nested": {"m2": {"k": 4}}}
+        laid_out = json.dumps(data, indent=4, ensure_ascii=False)  # (no escape: the keys are found where they stand)
+        names = ("m", "x/m", 'q"uote', "\u00e9", "nested", "m2", "n", "k", "absent")
+        same(laid_out, *names)
+        same(laid_out[:-2] + ',\n"m": {"input_cost_per_token": 2.0}\n}', *names)  # repeated, the last at column 0
+        same(laid_out[:-2] + ',\n"late":{"k": 5}\n}', "late", *names)  # at column 0, no space before the colon
+        same(laid_out[:-2] + ',\n            "deep": {"k": 6}\n}', "deep", *names)  # a model's key indented deeply
+        same(json.dumps(data), *names)  # on one line
+        same(laid_out.replace('"x/m"', '"x\\/m"'), *names)  # an escape: decoded whole
+        same(json.dumps(data, indent=4), *names)  # \\u escapes: decoded whole
+        same('{\n    "m": {"k": ', "m")  # damaged: nothing, as decoding it whole gives
     finally:
         costs._entry.cache_clear()
         costs._prices.cache_clear()
+        costs._escapes.cache_clear()

@@ -41,31 +41,64 @@ def _prices() -> dict:
     return table if isinstance(table, dict) else {}
 
 
-# litellm writes the map with json.dump(..., indent=4): every model a key of the top-level object on a line of its own,
-# indented by four spaces (a nested key has eight; a string holds no line break)
-_TOP_KEYS = '{\n    "'
+# Where a key of the map stands: its JSON string, then a colon (whitespace between); a string followed by a colon is
+# always a key. One that starts a line indented by fewer than eight spaces is a model's (a field of an entry is
+# indented by eight: litellm writes the map with json.dump(..., indent=4), and patched entries start at column 0).
 _DECODER = json.JSONDecoder()
 
 
 @lru_cache(maxsize=256)
 def _entry(name: str) -> Any:
     """``_prices().get(name)``, read where the name's key stands instead of decoding the whole map (3.5 MB: 33 ms
-    of every run's start). The last of a repeated key, as json.loads takes it; the whole map when its text is not
-    laid out as litellm writes it, or the name is not ASCII (which json.dump escapes)."""
+    of every run's start), when the map's text can only spell the key one way (an ASCII name, and no ``\\u`` or
+    ``\\/`` escape anywhere in the map):
+
+    - no key spelled so anywhere: the map has no such model;
+    - one key spelled so, at the start of a line indented by fewer than eight spaces: that model's entry;
+    - anything else (a key repeated, nested, or somewhere else; an entry that does not decode): the whole map
+      decoded, as before.
+    """
     text = _map_text()
     if text is None:
         return None
-    if not text.startswith(_TOP_KEYS) or not name.isascii():
+    if not name.isascii() or _escapes(text):
         return _prices().get(name)
-    needle = "\n    " + json.dumps(name) + ": "
-    at = text.rfind(needle)
-    if at < 0:
+    found = _keys(text, json.dumps(name))
+    if not found:
         return None
-    try:
-        value, _ = _DECODER.raw_decode(text, at + len(needle))
-    except ValueError:  # (a damaged map: what decoding it whole makes of it)
-        return _prices().get(name)
-    return value
+    if len(found) == 1:
+        at, value_at = found[0]
+        line = text.rfind("\n", 0, at) + 1
+        if text[line:at].strip(" ") == "" and at - line < 8:
+            try:
+                value, _ = _DECODER.raw_decode(text, value_at)
+            except ValueError:
+                return _prices().get(name)
+            return value
+    return _prices().get(name)
+
+
+@lru_cache(maxsize=1)
+def _escapes(text: str) -> bool:
+    """Whether the map spells a character as ``\\u`` or ``\\/`` anywhere (a key could then be spelled two ways)."""
+    return "\\u" in text or "\\/" in text
+
+
+def _keys(text: str, quoted: str) -> list[tuple[int, int]]:
+    """Where ``quoted`` (a JSON string) stands as a key in ``text``: its start and where its value begins."""
+    found = []
+    at = text.find(quoted)
+    while at >= 0:
+        end = at + len(quoted)
+        while end < len(text) and text[end] in " \t\r\n":
+            end += 1
+        if end < len(text) and text[end] == ":":
+            end += 1
+            while end < len(text) and text[end] in " \t\r\n":
+                end += 1
+            found.append((at, end))
+        at = text.find(quoted, at + 1)
+    return found
 
 
 @dataclass(frozen=True)

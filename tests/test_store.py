@@ -941,8 +941,8 @@ _BODY_VALUE = st.recursive(
 @given(st.lists(st.dictionaries(st.text(max_size=4), _BODY_VALUE, max_size=4), min_size=1, max_size=4))
 def test_a_planned_chunk_reads_back_with_its_bodies_as_they_were(tmp_path_factory, bodies):
     """The planned journal splices each body's canonical JSON into its line as a JSON object (not escaped into a
-    string again): read back, every body is the same text, the line is one line, and a line of the earlier form
-    (bodies as strings) still reads."""
+    string again), under a key older releases do not read: read back, every body is the same text, the line is
+    one line, and a line of the earlier form (bodies as strings) still reads."""
     import json
 
     from geval_spec.spec.fingerprint import canonical
@@ -958,6 +958,9 @@ def test_a_planned_chunk_reads_back_with_its_bodies_as_they_were(tmp_path_factor
     raw = (folder / "run_x.planned").read_bytes()
     assert raw.count(b"\n") == 1
     assert [c.requests for c in iter_planned(folder / "run_x.planned")] == [chunk.requests]
-    assert json.loads(raw)["requests"][0][2] == bodies[0]  # a JSON object, not a string
+    line = json.loads(raw)
+    assert line["requests_json"][0][2] == bodies[0]  # a JSON object, not a string
+    assert "requests" not in line  # (a release before these lines reads "requests": it skips this line, rather
+    # than store an object body as its Python text)
     (folder / "old.planned").write_text(json.dumps(chunk.to_json(), ensure_ascii=False) + "\n", encoding="utf-8")
     assert [c.requests for c in iter_planned(folder / "old.planned")] == [chunk.requests]

@@ -6,8 +6,8 @@ it was received (not escaped into JSON again), then a newline. Before any
 request of a chunk is sent, the chunk's requests are written to
 ``<run>.planned`` beside it, one JSON line a chunk
 (:meth:`~geval_spec.store.records.Planned.line`: each body as the JSON
-object it is; lines of earlier releases hold it as a string, and still
-read): the store gets them in the
+object it is, under a key earlier releases skip; their lines hold it as a
+string, and still read): the store gets them in the
 run's next session, and a killed run's journal replays them with their
 answers. (A file of its own: geval-spec releases before it read every line
 of ``<run>.jsonl`` as a response, and would stop at the first other line.)

@@ -20,6 +20,7 @@ from geval_spec.spec.sections import Judge
 from geval_spec.store.sql import encoder
 
 _TEXT = encoder(ensure_ascii=False)  # json.dumps(..., ensure_ascii=False), made once
+OBJECT_BODIES = "requests_json"  # a planned line's requests with their bodies as JSON objects (Planned.line)
 
 RunKind = Literal["run", "import"]
 RunStatus = Literal["running", "completed", "failed", "interrupted"]
@@ -254,18 +255,22 @@ class Planned:
     def line(self) -> str:
         """The chunk as one line of JSON (the planned journal's): :meth:`to_json`'s form with each request's body
         as the JSON object it is, its canonical text spliced in rather than escaped into a string again (which
-        was half of a chunk's encoding: the bodies are most of it). Canonical JSON holds no line break."""
+        was half of a chunk's encoding: the bodies are most of it), the requests under ``requests_json``.
+        Canonical JSON holds no line break."""
         rows = ", ".join(f"[{_TEXT(h)}, {_TEXT(m)}, {b}, {s}, {n}, {_TEXT(t)}]" for h, m, b, s, n, t in self.requests)
-        return f'{{"requests": [{rows}], "links": {_TEXT(self.links)}}}'
+        # under a key of its own: a release before this one reads "requests" and would take an object body for its
+        # Python text; finding none, it skips the line instead
+        return f'{{"{OBJECT_BODIES}": [{rows}], "links": {_TEXT(self.links)}}}'
 
     @classmethod
     def from_json(cls, data: Any) -> "Planned":
         """Read :meth:`to_json`'s form back, a body as a string or (:meth:`line`) as a JSON object, whose canonical
         text it was; a ValueError for anything else."""
         try:
+            rows = data[OBJECT_BODIES] if OBJECT_BODIES in data else data["requests"]
             requests = tuple((request_key(str(h)), str(m), b if isinstance(b, str) else canonical(b), _small(s),
                               _small(n), str(t))
-                             for h, m, b, s, n, t in data["requests"])
+                             for h, m, b, s, n, t in rows)
             links = tuple((str(run), request_key(str(h)), str(c), str(j), str(p), _small(s), _small(pos))
                           for run, h, c, j, p, s, pos in data["links"])
         except (KeyError, TypeError, ValueError) as exc:

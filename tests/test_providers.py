@@ -580,3 +580,17 @@ def test_a_model_s_entry_is_read_where_its_key_stands_as_decoding_the_whole_map_
         costs._entry.cache_clear()
         costs._prices.cache_clear()
         costs._escapes.cache_clear()
+
+
+@pytest.mark.parametrize("value", ["1e400", "inf", "-inf", "nan", "1e308"])
+def test_a_rate_limit_header_too_large_for_a_count_is_no_count(value):
+    """A server can say x-ratelimit-limit-requests: 1e400. int(float()) of it raised OverflowError out of the
+    response's reading (an internal error); a count that is no whole number is unknown (None), as one that is not
+    a number was."""
+    info = rate_info({"x-ratelimit-limit-requests": value, "x-ratelimit-remaining-tokens": value,
+                      "x-ratelimit-limit-tokens": "1000"})
+    assert info is not None and info.limit_tokens == 1000
+    if value == "1e308":
+        assert info.limit_requests == int(1e308)
+    else:
+        assert info.limit_requests is None and info.remaining_tokens is None

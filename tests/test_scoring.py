@@ -272,3 +272,27 @@ def test_the_alternatives_read_at_a_position_are_those_of_its_token(position):
     got = Logprobs([position]).alternatives(0)
     assert [t for t, _ in got] == [t for t, _ in expected]
     assert all(a == b or (math.isnan(a) and math.isnan(b)) for (_, a), (_, b) in zip(got, expected))
+
+
+@pytest.mark.parametrize("where", ["chosen", "alternative", "both"])
+@pytest.mark.parametrize("huge", [10**400, -(10**400)])
+def test_a_logprob_too_large_for_a_float_makes_an_invalid_judgment_not_a_crash(where, huge):
+    """A server can send a whole number of 400 digits as a logprob. float() of it raised OverflowError out of the
+    scoring (exit 70, and again at every rerun, which reads the same stored answer); it is now +-inf: a positive
+    one is refused as no log-probability, a negative one is probability 0."""
+    from geval_spec.judge.types import Logprobs
+
+    text = HEAD + "4}"
+    tokens = [{"token": t, "logprob": -0.01, "top_logprobs": [{"token": t, "logprob": -0.01}]} for t in
+              (HEAD, "4", "}")]
+    if where in ("chosen", "both"):
+        tokens[1]["logprob"] = huge
+    if where in ("alternative", "both"):
+        tokens[1]["top_logprobs"] = [{"token": "4", "logprob": huge}, {"token": "3", "logprob": -2.0}]
+    judgment = judge_scores([1, 2, 3, 4, 5], "logprobs", "c1", "j", [Choice(text=text, logprobs=Logprobs(tokens))])
+    if where == "chosen":  # the alternatives list the chosen 4 with its own logprob, which is the one read
+        assert judgment.valid and judgment.score == 4.0
+    elif huge > 0:
+        assert not judgment.valid and "not log-probabilities" in (judgment.reason or "")
+    else:  # the written 4 has probability 0
+        assert not judgment.valid and "probability 0" in (judgment.reason or "")

@@ -139,7 +139,15 @@ def is_amount(value: Any) -> bool:
 
 
 def _logprob(value: Any) -> float:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else float("-inf")
+    """A logprob as a float (anything that is no number: -inf). A whole number too large for a float (a server
+    can send 10**400) is +-inf, which the scoring's mass check refuses, instead of an OverflowError (exit 70, and
+    again at every rerun, which reads the same stored answer)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return float("-inf")
+    try:
+        return float(value)
+    except OverflowError:
+        return float("inf") if value > 0 else float("-inf")
 
 
 @dataclass(frozen=True)

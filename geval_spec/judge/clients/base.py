@@ -117,7 +117,7 @@ def rate_info(headers: Mapping[str, str] | None) -> RateInfo | None:
     def number(name: str) -> int | None:
         try:
             return int(float(found[name])) if name in found else None
-        except ValueError:
+        except (ValueError, OverflowError):  # ("1e400", "inf": no count of requests or tokens)
             return None
 
     def seconds(name: str) -> float | None:

@@ -260,12 +260,20 @@ _POSITION = st.one_of(
 @given(_POSITION)
 def test_the_alternatives_read_at_a_position_are_those_of_its_token(position):
     """Logprobs.alternatives(i) reads (text, logprob) pairs straight from the answer, as building the position's
-    TokenLogprob (at) and adding its chosen token when the alternatives leave it out did (before 2026-12-03)."""
+    TokenLogprob (Logprobs.at, removed) and adding its chosen token when the alternatives leave it out did (before
+    2026-12-03)."""
     import math
 
-    from geval_spec.judge.types import Logprobs
+    from geval_spec.judge.types import Logprobs, TokenLogprob, _logprob
 
-    tok = Logprobs([position]).at(0)
+    def at(t):  # Logprobs.at, as it was
+        if not isinstance(t, dict):
+            return TokenLogprob("", float("-inf"), ())
+        top = tuple((str(x.get("token", "")), _logprob(x.get("logprob"))) for x in (t.get("top_logprobs") or [])
+                    if isinstance(x, dict))
+        return TokenLogprob(token=str(t.get("token", "")), logprob=_logprob(t.get("logprob")), top=top)
+
+    tok = at(position)
     expected = list(tok.top)
     if all(t != tok.token for t, _ in expected):
         expected.append((tok.token, tok.logprob))

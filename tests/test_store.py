@@ -962,5 +962,7 @@ def test_a_planned_chunk_reads_back_with_its_bodies_as_they_were(tmp_path_factor
     assert line["requests_json"][0][2] == bodies[0]  # a JSON object, not a string
     assert "requests" not in line  # (a release before these lines reads "requests": it skips this line, rather
     # than store an object body as its Python text)
-    (folder / "old.planned").write_text(json.dumps(chunk.to_json(), ensure_ascii=False) + "\n", encoding="utf-8")
+    # a line as releases before 2026-12-03 wrote it: the requests under "requests", each body a string
+    earlier = {"requests": [list(r) for r in chunk.requests], "links": [list(r) for r in chunk.links]}
+    (folder / "old.planned").write_text(json.dumps(earlier, ensure_ascii=False) + "\n", encoding="utf-8")
     assert [c.requests for c in iter_planned(folder / "old.planned")] == [chunk.requests]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -41,10 +42,8 @@ def _prices() -> dict:
     return table if isinstance(table, dict) else {}
 
 
-# Where a key of the map stands: its JSON string, then a colon (whitespace between); a string followed by a colon is
-# always a key. One that starts a line indented by fewer than eight spaces is a model's (a field of an entry is
-# indented by eight: litellm writes the map with json.dump(..., indent=4), and patched entries start at column 0).
 _DECODER = json.JSONDecoder()
+_COLON = re.compile(r"[ \t\r\n]*:[ \t\r\n]*")  # after a JSON string, makes it a key (and is where its value begins)
 
 
 @lru_cache(maxsize=256)
@@ -54,7 +53,9 @@ def _entry(name: str) -> Any:
     ``\\/`` escape anywhere in the map):
 
     - no key spelled so anywhere: the map has no such model;
-    - one key spelled so, at the start of a line indented by fewer than eight spaces: that model's entry;
+    - one key spelled so, at the start of a line indented by fewer than eight spaces: that model's entry (a field
+      of an entry is indented by eight: litellm writes the map with json.dump(..., indent=4), and patched entries
+      start at column 0);
     - anything else (a key repeated, nested, or somewhere else; an entry that does not decode): the whole map
       decoded, as before.
     """
@@ -89,14 +90,9 @@ def _keys(text: str, quoted: str) -> list[tuple[int, int]]:
     found = []
     at = text.find(quoted)
     while at >= 0:
-        end = at + len(quoted)
-        while end < len(text) and text[end] in " \t\r\n":
-            end += 1
-        if end < len(text) and text[end] == ":":
-            end += 1
-            while end < len(text) and text[end] in " \t\r\n":
-                end += 1
-            found.append((at, end))
+        colon = _COLON.match(text, at + len(quoted))
+        if colon is not None:
+            found.append((at, colon.end()))
         at = text.find(quoted, at + 1)
     return found
 

@@ -73,8 +73,8 @@ class Logprobs:
     """The token logprobs of one choice, read lazily from the response body.
 
     A response carries the top alternatives at every position; only the few
-    positions where the score is written are ever needed, so token objects
-    are built on demand (:meth:`at`) and :meth:`texts` gives only the chosen
+    positions where the score is written are ever needed, so they are read
+    on demand (:meth:`alternatives`) and :meth:`texts` gives only the chosen
     tokens' text.
     """
 
@@ -103,7 +103,7 @@ class Logprobs:
 
     def alternatives(self, i: int) -> list[tuple[str, float]]:
         """The alternatives at position ``i`` as (text, logprob), the chosen token among them (last, when the
-        provider left it out): what scoring reads at the score's positions, without building a TokenLogprob."""
+        provider left it out): what scoring reads at the score's positions."""
         t = self._content[i]
         if not isinstance(t, dict):
             return [("", float("-inf"))]
@@ -113,14 +113,6 @@ class Logprobs:
         if all(a != token for a, _ in tops):
             tops.append((token, _logprob(t.get("logprob"))))
         return tops
-
-    def at(self, i: int) -> TokenLogprob:
-        t = self._content[i]
-        if not isinstance(t, dict):
-            return TokenLogprob("", float("-inf"), ())
-        top = tuple((str(x.get("token", "")), _logprob(x.get("logprob"))) for x in (t.get("top_logprobs") or [])
-                    if isinstance(x, dict))
-        return TokenLogprob(token=str(t.get("token", "")), logprob=_logprob(t.get("logprob")), top=top)
 
 
 MAX_COUNT = 2**31 - 1  # the store's token columns are 32-bit integers

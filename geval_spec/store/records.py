@@ -249,14 +249,12 @@ class Planned:
                 links.setdefault((link[0], link[1], link[3], link[4]), link)
         return cls(tuple(requests.values()), tuple(links.values()))
 
-    def to_json(self) -> dict[str, Any]:
-        return {"requests": [list(r) for r in self.requests], "links": [list(r) for r in self.links]}
-
     def line(self) -> str:
-        """The chunk as one line of JSON (the planned journal's): :meth:`to_json`'s form with each request's body
-        as the JSON object it is, its canonical text spliced in rather than escaped into a string again (which
-        was half of a chunk's encoding: the bodies are most of it), the requests under ``requests_json``.
-        Canonical JSON holds no line break."""
+        """The chunk as one line of JSON (the planned journal's): ``{"requests_json": [[hash, model, body, sample,
+        n, created_at], ...], "links": [[...], ...]}``, each body the JSON object it is, its canonical text spliced
+        in rather than escaped into a string again (which was half of a chunk's encoding: the bodies are most of
+        it). Canonical JSON holds no line break. (Releases before 2026-12-03 wrote the requests under
+        ``requests``, each body a string.)"""
         rows = ", ".join(f"[{_TEXT(h)}, {_TEXT(m)}, {b}, {s}, {n}, {_TEXT(t)}]" for h, m, b, s, n, t in self.requests)
         # under a key of its own: a release before this one reads "requests" and would take an object body for its
         # Python text; finding none, it skips the line instead
@@ -264,8 +262,8 @@ class Planned:
 
     @classmethod
     def from_json(cls, data: Any) -> "Planned":
-        """Read :meth:`to_json`'s form back, a body as a string or (:meth:`line`) as a JSON object, whose canonical
-        text it was; a ValueError for anything else."""
+        """Read :meth:`line`'s form back (a body a JSON object, whose canonical text it was), or the earlier one (a
+        body a string); a ValueError for anything else."""
         try:
             rows = data[OBJECT_BODIES] if OBJECT_BODIES in data else data["requests"]
             requests = tuple((request_key(str(h)), str(m), b if isinstance(b, str) else canonical(b), _small(s),

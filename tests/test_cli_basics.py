@@ -97,24 +97,6 @@ def test_debug_shows_traceback_for_input_errors():
     assert res.code == 2 and "Traceback" in res.err
 
 
-def test_the_progress_view_loads_what_comes_after_the_run_once_the_first_answer_is_in(tmp_path, monkeypatch):
-    import sys
-
-    from geval_spec.cli.progress import ProgressView
-    from geval_spec.runner.execute import Progress
-
-    (tmp_path / "after_the_run_probe.py").write_text("LOADED = True\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    view = ProgressView("probe", warm="after_the_run_probe")
-    view.update(Progress(cases=10))  # nothing answered yet: the start is still busy
-    assert view._warming is None and "after_the_run_probe" not in sys.modules
-    view.update(Progress(cases=10, done=1))
-    assert view._warming is not None
-    view._warming.join(5)
-    assert sys.modules["after_the_run_probe"].LOADED
-    monkeypatch.delitem(sys.modules, "after_the_run_probe")
-
-
 class _Stream:
     """A stderr stand-in: text written, and whether it calls itself a tty."""
 

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
 import time
-from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from geval_spec.cli.common import console, echo_err
@@ -67,14 +65,6 @@ def may_be_terminal(stream: Any) -> bool:
         return True
 
 
-def _load(module: str) -> None:
-    """Import ``module`` ahead of need; an error surfaces where it is imported for use instead."""
-    try:
-        import_module(module)
-    except Exception:
-        pass
-
-
 def rate_text(p: Progress) -> str:
     """The current rate, and each judge model's pace where there is one."""
     answers, tokens = p.recent()
@@ -101,13 +91,10 @@ def plain_line(label: str, p: Progress, sent: str = "sent") -> str:
 class ProgressView:
     """Shows a run's progress on stderr (see the module docstring)."""
 
-    def __init__(self, label: str, warm: str | None = None, sent: str = "sent") -> None:
-        """``warm``: a module to import in the background once the first answer is in (see :meth:`update`);
-        ``sent``: what the answers are called (``replayed`` from a cassette: nothing is sent)."""
+    def __init__(self, label: str, sent: str = "sent") -> None:
+        """``sent``: what the answers are called (``replayed`` from a cassette: nothing is sent)."""
         self.label = label
-        self.warm = warm
         self.sent = sent
-        self._warming: threading.Thread | None = None
         # rich (about 30 ms to import) only where it may draw: a plain stderr that is no terminal gets plain lines
         self.console: Any = console(stderr=True) if may_be_terminal(sys.stderr) else None
         self.live = self.console is not None and self.console.is_terminal
@@ -133,10 +120,6 @@ class ProgressView:
 
     def update(self, p: Progress) -> None:
         self.last = p
-        if self.warm is not None and self._warming is None and p.done:
-            # the first answer is in: the run now mostly waits on the network, so load what comes after it
-            self._warming = threading.Thread(target=_load, args=(self.warm,), name="warm-up", daemon=True)
-            self._warming.start()
         if self.bar is not None:
             cost = f" ${p.cost:.4f}" if p.cost else ""
             info = (f"{rate_text(p)}  {self.sent} {p.done}  cached {p.cached}  failed {p.failed}  retries {p.retries}"

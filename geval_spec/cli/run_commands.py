@@ -194,10 +194,10 @@ def _run(ref: str, options: RunOptions, junit: Path | None) -> int:
 
     proj = project()
     parsed = load_spec(proj.resolve(ref))
-    # The gate's analysis (numpy, the result models) is imported while the run waits on the network, not before
-    # it: about 0.15 s less of a 2,000-case run's wall time (BENCHMARKS.md, scale).
-    with ProgressView(parsed.name, warm="geval_spec.analysis.gate",
-                      sent="sent" if options.replay is None else "replayed") as view:
+    # The gate's analysis (numpy, the result models) is imported after the run, on this thread. Imported in the
+    # background while answers came in, it took the interpreter's lock in turns with the event loop: 4% more CPU
+    # at 2,000 cases, and no less wall time at a latency of 0.2 s (BENCHMARKS.md, scale, twenty-second session).
+    with ProgressView(parsed.name, sent="sent" if options.replay is None else "replayed") as view:
         result = execute_run(parsed, options, on_progress=view.update, on_event=echo_err)
     if isinstance(result, DryRun):
         print_dry_run(parsed, result, options.model)

@@ -582,6 +582,17 @@ def test_a_model_s_entry_is_read_where_its_key_stands_as_decoding_the_whole_map_
         costs._escapes.cache_clear()
 
 
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet="\\u/a\n", max_size=12))
+def test_the_cost_maps_escape_check_is_the_two_substrings(text):
+    """_escapes walks from backslash to backslash: it answers as asking for either pair does."""
+    costs._escapes.cache_clear()
+    try:
+        assert costs._escapes(text) == ("\\u" in text or "\\/" in text)
+    finally:
+        costs._escapes.cache_clear()
+
+
 @pytest.mark.parametrize("value", ["1e400", "inf", "-inf", "nan", "1e308"])
 def test_a_rate_limit_header_too_large_for_a_count_is_no_count(value):
     """A server can say x-ratelimit-limit-requests: 1e400. int(float()) of it raised OverflowError out of the

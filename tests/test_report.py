@@ -105,7 +105,7 @@ def test_junit_file_parses_whatever_the_gate_names(text):
     still gives a file a CI system's parser reads: each such character is U+FFFD, the rest as it was."""
     import xml.etree.ElementTree as ET
 
-    from geval_spec.analysis.results import GateBlock
+    from geval_spec.analysis.verdict import GateBlock
     from geval_spec.output.junit import to_junit
 
     gate = GateBlock(metric="spearman", level="dataset", split=text, threshold=0.5, rule="point", value=0.1,

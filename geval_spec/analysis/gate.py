@@ -31,7 +31,8 @@ from geval_spec.analysis.frame import (
     splits_present,
 )
 from geval_spec.analysis.resolve import load
-from geval_spec.analysis.results import GateBlock, rounded
+from geval_spec.analysis.result_base import rounded
+from geval_spec.analysis.verdict import GateBlock
 from geval_spec.dataset.cases import Dataset
 from geval_spec.judge.types import Judgment
 from geval_spec.spec.project import Project

@@ -18,6 +18,7 @@ from pydantic import Field
 
 from geval_spec.analysis.estimate import EstimateBlock
 from geval_spec.analysis.result_base import Interval, Result, rounded
+from geval_spec.analysis.verdict import GateBlock
 
 
 # -- shared pieces -------------------------------------------------------------------------
@@ -83,39 +84,6 @@ class CasesBlock(Result):
     validity: float | None
     labelled: int
     splits: dict[str, SplitCases] | None = None
-
-
-class GateBlock(Result):
-    """The gate's verdict and how sure it is.
-
-    ``rule`` says what is compared with the threshold: the value (point) or
-    the lower end of its interval (lower_bound). ``could_flip`` is True when
-    the interval contains the threshold (another sample could give the other
-    verdict), None when no interval was computed. ``unseen_data`` is False
-    unless the gate is judged on test, the split nothing was tuned on.
-    """
-
-    metric: str
-    level: str
-    split: str
-    threshold: float
-    rule: str
-    value: float | None
-    ci_low: float | None
-    ci_high: float | None
-    n: int
-    validity: float | None
-    min_validity: float
-    passed: bool
-    reason: str
-    could_flip: bool | None
-    unseen_data: bool
-    notes: list[str]
-
-    @property
-    def summary(self) -> str:
-        """The one line ``run`` and ``report`` print: the verdict, its reason and how sure it is."""
-        return "; ".join([f"gate {'passed' if self.passed else 'FAILED'}: {self.reason}", *self.notes])
 
 
 class ValidityBlock(Result):

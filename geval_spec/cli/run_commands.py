@@ -251,7 +251,7 @@ class _SavedGate:
         self._block: str = data["block"]
 
     def block(self) -> Any:
-        from geval_spec.analysis.results import GateBlock
+        from geval_spec.analysis.verdict import GateBlock
 
         return GateBlock.model_validate_json(self._block)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from geval_spec.analysis.results import GateBlock
+from geval_spec.analysis.verdict import GateBlock
 
 
 # Characters XML 1.0 allows nowhere, not even as a reference: C0 controls but tab, newline and carriage return;

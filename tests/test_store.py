@@ -966,3 +966,25 @@ def test_a_planned_chunk_reads_back_with_its_bodies_as_they_were(tmp_path_factor
     earlier = {"requests": [list(r) for r in chunk.requests], "links": [list(r) for r in chunk.links]}
     (folder / "old.planned").write_text(json.dumps(earlier, ensure_ascii=False) + "\n", encoding="utf-8")
     assert [c.requests for c in iter_planned(folder / "old.planned")] == [chunk.requests]
+
+
+_SCANNED_TYPES = ("BIGINT", "DOUBLE", "BOOLEAN", "VARCHAR")
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.none() | st.integers(-2**62, 2**62), st.none() | st.floats(allow_nan=False),
+                          st.none() | st.booleans(), st.none() | st.text(max_size=5)), min_size=1, max_size=12))
+def test_rows_scanned_as_columns_come_back_as_they_were_with_their_nulls(rows):
+    """The store's bulk insert scans rows as NumPy columns (sql.columns) with a mask column where a number or a
+    boolean is None, which column_sql makes NULL: every value, and every NULL, comes back as it went in."""
+    from geval_spec.store.sql import column_sql, columns
+
+    con = duckdb.connect(":memory:")
+    con.execute("CREATE TABLE t (a BIGINT, b DOUBLE, c BOOLEAN, d VARCHAR)")
+    scanned = columns(rows, _SCANNED_TYPES)
+    con.register("r", scanned)
+    select = ", ".join(f"{column_sql(i, scanned)}::{t}" for i, t in enumerate(_SCANNED_TYPES))
+    con.execute(f"INSERT INTO t SELECT {select} FROM r r")
+    assert con.execute("SELECT * FROM t ORDER BY rowid").fetchall() == [tuple(row) for row in rows]
+    for i in range(len(_SCANNED_TYPES) - 1):
+        assert (f"n{i}" in scanned) == any(row[i] is None for row in rows)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -178,3 +179,39 @@ def test_plain_progress_ends_with_where_the_run_stopped():
     finally:
         sys.stderr = old
     assert re.findall(r"^cut: (\d+)/100 cases", stream.text, re.M) == ["10", "20", "30", "40", "50", "55"]
+
+
+def test_only_a_command_that_ends_its_process_freezes_what_it_loaded(monkeypatch):
+    """run freezes the objects it loaded out of the garbage collector's scans (freeze_for_good) only when the
+    process ends with the command (main() sets STATE.process_ends): a command run in-process, as typer's test
+    runner does, must leave the collector as it was (or the test process would never collect its cycles)."""
+    import gc
+
+    from geval_spec.cli import common, main as cli_main
+
+    monkeypatch.setattr(common.STATE, "process_ends", False)
+    before = gc.get_freeze_count()
+    common.freeze_for_good()
+    assert gc.get_freeze_count() == before
+
+    seen = []
+
+    class _Exit(Exception):
+        pass
+
+    def fake_exit(code):
+        raise _Exit(code)
+
+    monkeypatch.setattr(cli_main, "app", lambda **kw: seen.append(common.STATE.process_ends))
+    monkeypatch.setattr(cli_main, "skip_plugin_scan", lambda: None)  # (main's other settings: kept from this
+    for name in ("PYDANTIC_DISABLE_PLUGINS", "_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION"):  # test process)
+        monkeypatch.setenv(name, os.environ.get(name, ""))
+    monkeypatch.setattr(cli_main.os, "_exit", fake_exit)
+    with pytest.raises(_Exit):
+        cli_main.main()
+    assert seen == [True]
+    try:
+        common.freeze_for_good()
+        assert gc.get_freeze_count() > before
+    finally:
+        gc.unfreeze()

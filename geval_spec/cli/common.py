@@ -51,9 +51,22 @@ app = typer.Typer(add_completion=True, pretty_exceptions_enable=False, rich_mark
 class State:
     root: Optional[Path] = None
     debug: bool = False
+    # set by main(): the process ends with the command (os._exit), so what a command loaded can be frozen out of
+    # the garbage collector's scans (freeze_for_good); a command run in-process (typer's test runner) is not
+    process_ends: bool = False
 
 
 STATE = State()
+
+def freeze_for_good() -> None:
+    """Move every object alive now out of the garbage collector's scans, when the process ends with the command
+    (:data:`State.process_ends`): modules, the spec's models and values live until then. A cycle among them is
+    never collected; within one command that is nothing."""
+    if STATE.process_ends:
+        import gc
+
+        gc.freeze()
+
 
 DB_HELP = "Results database (default .geval/results.duckdb)."
 

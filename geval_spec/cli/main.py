@@ -10,7 +10,7 @@ from typing import Any
 
 # in the order `geval-spec --help` lists the commands
 from geval_spec.cli import init_command, spec_commands, run_commands, batch_commands, analysis_commands  # noqa: F401,I001,E501  (they register)
-from geval_spec.cli.common import EXIT_BROKEN_PIPE, app, stdout_gone
+from geval_spec.cli.common import EXIT_BROKEN_PIPE, STATE, app, stdout_gone
 
 
 PLUGINS_OFF = ("__all__", "1", "true")  # the values with which pydantic's get_plugins() returns () at once
@@ -68,6 +68,7 @@ def main() -> None:
     with exit 141 (see :mod:`geval_spec.cli.common`), also when the pipe is
     found closed only by the last flush.
     """
+    STATE.process_ends = True
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     skip_plugin_scan()
     # --show-completion/--install-completion take the shell by name (bash, zsh, fish, powershell, pwsh):

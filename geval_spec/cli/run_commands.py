@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any, Literal, Optional
 
 import typer
 
-from geval_spec.cli.common import (DB_HELP, app, db_path, echo, echo_err, follow_ref, handled, kept, project, shown,
-                                   write_out)
+from geval_spec.cli.common import (DB_HELP, app, db_path, echo, echo_err, follow_ref, freeze_for_good, handled, kept,
+                                   project, shown, write_out)
 from geval_spec.cli.progress import ProgressView
 from geval_spec.errors import EXIT_GATE, EXIT_INPUT, EXIT_OK, InputError, Problem
 
@@ -194,6 +194,10 @@ def _run(ref: str, options: RunOptions, junit: Path | None) -> int:
 
     proj = project()
     parsed = load_spec(proj.resolve(ref))
+    # What exists now (modules, the spec's models and values) lives until the process ends: frozen out of the
+    # garbage collector's scans, a run's first young collection no longer walks them (18-25 ms; BENCHMARKS.md,
+    # scale, twenty-second session), and a 2,000-case run then makes too few objects to need a collection at all.
+    freeze_for_good()
     # The gate's analysis (numpy, the result models) is imported after the run, on this thread. Imported in the
     # background while answers came in, it took the interpreter's lock in turns with the event loop: 4% more CPU
     # at 2,000 cases, and no less wall time at a latency of 0.2 s (BENCHMARKS.md, scale, twenty-second session).

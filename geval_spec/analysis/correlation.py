@@ -46,6 +46,8 @@ CHUNK_VALUES = 1_000_000  # weights per chunk: arrays of a few MB that malloc re
 
 @dataclass(frozen=True)
 class Estimate:
+    """One metric's value with its bootstrap interval, and how many units it rests on."""
+
     value: float | None
     ci_low: float | None
     ci_high: float | None
@@ -270,6 +272,8 @@ def bootstrap_metrics(x: npt.ArrayLike, y: npt.ArrayLike, metrics: Sequence[str]
 
 @dataclass(frozen=True)
 class Difference:
+    """A metric on two sides (a, b) and b - a, with the interval of the difference."""
+
     a: float | None
     b: float | None
     diff: float | None  # b - a

@@ -64,6 +64,8 @@ def _frozen(a: Any) -> Array:
 
 @dataclass(frozen=True)
 class Frame:
+    """A run's cases as columns for analysis: ids, labels, splits, human and judge scores."""
+
     ids: tuple[str, ...]
     groups: tuple[str | None, ...]
     systems: tuple[str | None, ...]

@@ -42,6 +42,8 @@ from geval_spec.store.db import Store
 
 @dataclass(frozen=True)
 class LevelResult:
+    """The estimates of every metric at one level, and the units they rest on."""
+
     estimates: Mapping[str, Estimate]  # metric -> estimate
     n: int
     skipped: int = 0

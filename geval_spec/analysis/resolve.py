@@ -26,6 +26,8 @@ from geval_spec.store.records import RunInfo
 
 @dataclass(frozen=True)
 class Loaded:
+    """A stored run read for analysis: its run, cases, judgments and spec."""
+
     source: Source
     run: RunInfo
     case_ids: tuple[str, ...]

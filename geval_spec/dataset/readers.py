@@ -35,6 +35,8 @@ FORMATS = {".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv"
 
 @dataclass(frozen=True)
 class Records:
+    """A data file read whole: its records, its columns, and where each record stands."""
+
     rows: list[dict[str, Any]]
     columns: tuple[str, ...]
     unit: str  # "line" or "record": how errors name a row

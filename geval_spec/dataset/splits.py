@@ -62,6 +62,8 @@ def assign_splits(spec: Spec, cases: tuple[Case, ...]) -> dict[str, str | None]:
 
 @dataclass(frozen=True)
 class SplitAudit:
+    """What a split assignment looks like: cases per split, duplicates, groups across splits."""
+
     counts: Mapping[str, int]  # every split name, in order
     duplicate_ids: tuple[str, ...]
     overlapping_groups: Mapping[str, tuple[str, ...]]  # group -> the splits it spans (sorted)

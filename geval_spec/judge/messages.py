@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Message:
+    """One chat message: its role and content."""
+
     role: str
     content: str
 
@@ -20,6 +22,8 @@ class Message:
 
 @dataclass(frozen=True)
 class Rendered:
+    """The messages a case's template rendered to."""
+
     case_id: str
     messages: tuple[Message, ...]
 

@@ -58,6 +58,8 @@ class LimitExceeded(Exception):
 
 @dataclass(frozen=True)
 class Limits:
+    """The bounds of one render: output size and time."""
+
     max_bytes: int = MAX_BYTES
     timeout: float = TIMEOUT
 

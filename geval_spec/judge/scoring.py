@@ -84,6 +84,8 @@ def expected_score(logprobs: Mapping[Any, float], scores: Iterable[int] = range(
 
 @dataclass(frozen=True)
 class Distribution:
+    """A score distribution read from logprobs: probabilities over the scale and the masses read."""
+
     probs: dict[int, float]  # normalised over the scale
     valid_mass: float
     ambiguous_mass: float

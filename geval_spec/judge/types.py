@@ -43,6 +43,8 @@ Purpose = Literal["judge", "swap", "steps", "fallback"]
 
 @dataclass(frozen=True)
 class Request:
+    """One request to a judge model: its hash, case, judge, purpose and body."""
+
     hash: str
     case_id: str
     judge: str  # judge label
@@ -64,6 +66,8 @@ class Request:
 
 @dataclass(frozen=True)
 class TokenLogprob:
+    """One chosen token with its log-probability and the alternatives at its position."""
+
     token: str
     logprob: float
     top: tuple[tuple[str, float], ...]
@@ -144,6 +148,8 @@ def _logprob(value: Any) -> float:
 
 @dataclass(frozen=True)
 class Choice:
+    """One choice of a completion: its text, its token logprobs and why it stopped."""
+
     text: str | None
     logprobs: Logprobs | None
     finish_reason: str | None = None
@@ -151,6 +157,8 @@ class Choice:
 
 @dataclass(frozen=True)
 class Completion:
+    """A judge model's answer to one request: its choices, token counts, cost and latency."""
+
     choices: tuple[Choice, ...]
     prompt_tokens: int | None
     completion_tokens: int | None
@@ -196,6 +204,8 @@ class Recorded:
 
 @dataclass(frozen=True)
 class Verdict:
+    """A TCVA verdict on one statement, with the judge's reason and support."""
+
     statement: str
     verdict: VerdictLevel
     reason: str = ""
@@ -270,6 +280,8 @@ def _field_names(cls: type) -> tuple[str, ...]:
 
 @dataclass(frozen=True, slots=True)  # slots: 128 bytes, not 352 (a gate holds every one)
 class Judgment:
+    """The score of one case by one judge under a score method, or why there is none."""
+
     case_id: str
     judge: str
     method: Method

@@ -20,6 +20,8 @@ from geval_spec.judge.types import Request
 
 @dataclass(frozen=True)
 class DryRun:
+    """What a run would send and cost, as run --dry-run estimates it."""
+
     cases: int
     requests: int
     to_send: int

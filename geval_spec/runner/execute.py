@@ -49,6 +49,8 @@ UNREACHABLE_AFTER = 3  # connection failures with no success yet
 
 @dataclass
 class Progress:
+    """A run's counts as it goes: requests, answers, failures, tokens and cost."""
+
     total: int = 0  # requests planned so far (cases not yet planned are not counted)
     cached: int = 0
     done: int = 0  # answered in this run
@@ -113,6 +115,8 @@ class Progress:
 
 @dataclass
 class Outcome:
+    """How one request ended: its completion or error, and the attempts it took."""
+
     request: Request
     completion: Completion | None = None
     error: str | None = None
@@ -122,6 +126,8 @@ class Outcome:
 
 @dataclass
 class RetryBudget:
+    """The retries a run may still spend, and those it spent."""
+
     remaining: int
     spent: int = 0
 
@@ -135,6 +141,8 @@ class RetryBudget:
 
 @dataclass
 class Settings:
+    """How the executor sends: concurrency, retry budget, jitter seed and cost ceiling."""
+
     concurrency: int = 8
     retry_budget: int = 100
     seed: int | None = None  # jitter seed (tests)

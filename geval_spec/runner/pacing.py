@@ -97,6 +97,8 @@ class PaceState:
 
 @dataclass
 class Ticket:
+    """Leave to send one request: when it was given and in which round."""
+
     sent_at: float
     round: int
 

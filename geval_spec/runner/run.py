@@ -64,6 +64,8 @@ OnProgress = Callable[[Progress], None]
 
 @dataclass(frozen=True)
 class RunOptions:
+    """The options of one run, as the command line gives them."""
+
     db: Path
     model: str | None = None
     split: str | None = None
@@ -85,6 +87,8 @@ class RunOptions:
 
 @dataclass(frozen=True)
 class RunResult:
+    """What a run did: its id, cases, valid and invalid judgments, requests and cost."""
+
     run_id: str
     spec: str
     cases: int

@@ -65,6 +65,8 @@ class ResolvedSpec:
 
 @dataclass(frozen=True)
 class ParsedSpec:
+    """A spec file loaded and checked: the spec, its source, template, steps and fingerprints."""
+
     spec: Spec
     source: SpecSource
     doc: YamlDocument

@@ -30,6 +30,8 @@ _FLOW = re.compile(r"""[\[\]{}]|'(?:[^']|'')*'|"(?:[^"\\]|\\.)*"|#[^\n]*""")
 
 @dataclass(frozen=True)
 class Mark:
+    """Where a key or value sits in a YAML file (1-based line and column)."""
+
     line: int  # 1-based
     col: int  # 1-based
 

@@ -91,6 +91,8 @@ class RunSettings:
 
 @dataclass(frozen=True)
 class RunInfo:
+    """A run as the store records it: spec, fingerprints, judges, data, settings and status."""
+
     run_id: str
     kind: RunKind
     spec_name: str

@@ -23,6 +23,8 @@ SENTENCE_END = re.compile(r"[.!?;:]\s")
 
 @dataclass(frozen=True)
 class Token:
+    """A word of a text and where it stands (character offsets)."""
+
     text: str
     start: int
     end: int

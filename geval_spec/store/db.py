@@ -44,8 +44,7 @@ from geval_spec.store.shards import ShardTables
 from geval_spec.store.sql import IN as _IN, ROWS as _ROWS, RUN_COLUMNS as _RUN_COLUMNS
 from geval_spec.store.sql import TRANSPORT_FAILED, duckdb_file, more_memory, out_of_memory
 from geval_spec.store.sql import Connection as _Connection, Session, attach, attached
-from geval_spec.store.sql import column_sql as _column_sql, columns as _columns
-from geval_spec.store.sql import dumps as _dumps, loads as _loads
+from geval_spec.store.sql import columns as _columns, dumps as _dumps, loads as _loads, select as _select
 
 DEFAULT_WAIT = 120.0  # seconds to wait for another process to let go of the file
 INSERT_CHUNK = 10_000  # rows per INSERT statement (see Store.insert)
@@ -206,9 +205,8 @@ class Store(JudgmentTables, BatchTable, ShardTables):
                                [list(column) for column in zip(*chunk)])
                 continue
             scanned = _columns(chunk, types)
-            select = ", ".join(f"{_column_sql(i, scanned)}::{t}" if last is None or i < len(types) - 1
-                               else f"{last}::{t}" for i, t in enumerate(types))
             cursor.register(_ROWS, scanned)
+            select = _select(scanned, types, last)
             cursor.execute(f"{verb} {table} SELECT {select} FROM {_ROWS} r")  # a failure aborts the transaction,
             cursor.unregister(_ROWS)  # which then refuses even this; its cursor is closed with it
 

@@ -50,6 +50,13 @@ def column_sql(i: int, chunk: Mapping[str, Any]) -> str:
     return f"(CASE WHEN r.n{i} THEN NULL ELSE r.c{i} END)" if f"n{i}" in chunk else f"r.c{i}"
 
 
+def select(chunk: Mapping[str, Any], types: Sequence[str], last: str | None) -> str:
+    """The SELECT list that inserts a chunk made by :func:`columns`, each column cast to its table's type;
+    ``last``: SQL for the last column instead of the chunk's (see :meth:`~geval_spec.store.db.Store.insert`)."""
+    return ", ".join(f"{column_sql(i, chunk)}::{t}" if last is None or i < len(types) - 1 else f"{last}::{t}"
+                     for i, t in enumerate(types))
+
+
 def encoder(**options: Any) -> Callable[[Any], str]:
     """``json.JSONEncoder(**options).encode`` for values that hold no cycle (made by the store or decoded from
     JSON), with the C encoder made once, not per call (JSONEncoder.encode makes one each time, with a fresh

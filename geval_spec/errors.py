@@ -32,10 +32,11 @@ print them all at once with a numbered excerpt of the file.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Iterable, Literal, Sequence
 
 from geval_spec.redact import redact, secret_values
+from geval_spec.values import frozen
 
 EXIT_OK = 0
 EXIT_GATE = 1
@@ -50,7 +51,7 @@ EXCERPT_WIDTH = 160  # characters of a quoted source line (a 100 MB JSON line is
 Severity = Literal["error", "warning"]
 
 
-@dataclass(frozen=True)
+@frozen
 class Problem:
     """One finding about one place in one file."""
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from geval_spec.files import ReadError, read_bytes
+from geval_spec.values import frozen
 
 GROUP = "geval_spec.plugins"
 MAX_ENTRY_POINTS_BYTES = 1 << 20  # an entry_points.txt is a few lines; a larger one is refused
@@ -39,7 +40,7 @@ BUILTIN_CLIENTS = {
 }
 
 
-@dataclass(frozen=True)
+@frozen
 class Finding:
     """One deterministic pre-check result about a candidate text.
 
@@ -98,7 +99,7 @@ class Registry:
 _REGISTRY: Registry | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class EntryPoint:
     """One ``name = module:attr`` line of a distribution's entry_points.txt, in GROUP."""
 

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import difflib
 import io
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Literal
 
@@ -54,6 +53,7 @@ from geval_spec.spec.load import ResolvedSpec, load_spec
 from geval_spec.spec.project import RUN_ID, Project
 from geval_spec.spec.sections import Spec
 from geval_spec.store.db import Store
+from geval_spec.values import frozen
 
 
 class Side(Result):
@@ -181,7 +181,6 @@ class Comparison(Result):
     warnings: list[str]
 
 
-
 DEFAULT_TOLERANCE = 0.25
 TOP_MOVED = 10
 CLASS_TEXT = {"judging": "new judgments needed: what the judge is sent differs",
@@ -216,7 +215,7 @@ def change_class(a: Loaded, b: Loaded) -> str:
     return "metadata"
 
 
-@dataclass(frozen=True)
+@frozen
 class Aligned:
     ids: list[str]
     a: Array  # A's scores, NaN unless valid

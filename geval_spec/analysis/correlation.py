@@ -27,7 +27,6 @@ counted.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
@@ -35,6 +34,7 @@ import numpy.typing as npt
 
 from geval_spec.analysis.fastcorr import WeightedPairs
 from geval_spec.analysis.fastcorr_rows import group_correlations, rowwise_kendall, rowwise_pearson, rowwise_spearman
+from geval_spec.values import frozen
 
 Array = npt.NDArray[Any]
 ROWWISE = {"pearson": rowwise_pearson, "spearman": rowwise_spearman, "kendall": rowwise_kendall}
@@ -44,7 +44,7 @@ LEVELS = ("dataset", "group", "system")
 CHUNK_VALUES = 1_000_000  # weights per chunk: arrays of a few MB that malloc reuses (BENCHMARKS.md)
 
 
-@dataclass(frozen=True)
+@frozen
 class Estimate:
     """One metric's value with its bootstrap interval, and how many units it rests on."""
 
@@ -270,7 +270,7 @@ def bootstrap_metrics(x: npt.ArrayLike, y: npt.ArrayLike, metrics: Sequence[str]
     return out
 
 
-@dataclass(frozen=True)
+@frozen
 class Difference:
     """A metric on two sides (a, b) and b - a, with the interval of the difference."""
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike, NDArray
+
+from geval_spec.values import frozen
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -105,7 +106,7 @@ def _tau_b(s: IntArray, pairs: IntArray, ties_a: IntArray, ties_b: IntArray) -> 
 
 
 # -- ties --------------------------------------------------------------------------------------
-@dataclass(frozen=True)
+@frozen
 class _Ties:
     """Distinct values of a vector: dense codes, a stable sort order and the value blocks.
 
@@ -168,7 +169,7 @@ def _tie_pairs(weights: IntArray, bounds: IndexArray | None, scratch: _Scratch) 
 
 
 # -- Kendall merge plan ------------------------------------------------------------------------
-@dataclass(frozen=True)
+@frozen
 class _Level:
     """One bit of the rank of the 'bit' side (see ``WeightedPairs.kendall``).
 
@@ -200,7 +201,7 @@ class _Level:
     one_bounds: IndexArray | None
 
 
-@dataclass(frozen=True)
+@frozen
 class _MergePlan:
     """The levels from the highest bit down, and the value blocks of the final layout.
 

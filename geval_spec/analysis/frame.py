@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any, Callable, Literal, Mapping, Sequence
 
@@ -30,13 +30,14 @@ from geval_spec.plugins import Finding
 from geval_spec.spec.checks import CASE_RESAMPLING
 from geval_spec.spec.sections import Spec
 from geval_spec.spec.yamldoc import Path as KeyPath
+from geval_spec.values import frozen
 
 Status = Literal["valid", "invalid", "missing"]
 Findings = Mapping[str, Sequence[Finding]]
 Array = np.ndarray[Any, np.dtype[np.float64]]
 
 
-@dataclass(frozen=True)
+@frozen
 class Source:
     """What an analysis reads: the spec whose analysis settings apply, the run, the data."""
 
@@ -62,7 +63,7 @@ def _frozen(a: Any) -> Array:
     return out
 
 
-@dataclass(frozen=True)
+@frozen
 class Frame:
     """A run's cases as columns for analysis: ids, labels, splits, human and judge scores."""
 
@@ -184,7 +185,7 @@ def too_few_samples(j: Judgment, spec: Spec) -> str | None:
     return f"fewer than {needed} of {len(j.samples)} samples parsed (scoring.min_valid_samples)"
 
 
-@dataclass(frozen=True)
+@frozen
 class _Column:
     """One judge's scores, statuses and reasons over the frame's cases."""
 
@@ -343,7 +344,7 @@ def levels_present(frame: Frame) -> list[str]:
     return out
 
 
-@dataclass(frozen=True)
+@frozen
 class Counts:
     """Cases of a split by status (invalid and missing stay in the denominator)."""
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -38,9 +37,10 @@ from geval_spec.judge.types import Judgment
 from geval_spec.spec.project import Project
 from geval_spec.spec.sections import Spec
 from geval_spec.store.db import Store
+from geval_spec.values import frozen
 
 
-@dataclass(frozen=True)
+@frozen
 class LevelResult:
     """The estimates of every metric at one level, and the units they rest on."""
 

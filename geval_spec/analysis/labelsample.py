@@ -19,15 +19,15 @@ from __future__ import annotations
 
 import random
 import re
-from dataclasses import dataclass
 from typing import Any
 
 from geval_spec.dataset.cases import Case, Dataset
 from geval_spec.errors import InputError, Problem
 from geval_spec.spec.sections import Spec
+from geval_spec.values import frozen
 
 
-@dataclass(frozen=True)
+@frozen
 class LabelSample:
     """The cases to label: a header and one row per case, and how the sample was drawn."""
 

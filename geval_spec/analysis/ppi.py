@@ -57,7 +57,7 @@ The module needs numpy and the standard library only.
 """
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import field
 from statistics import NormalDist
 from typing import Callable
 
@@ -65,6 +65,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from geval_spec.analysis.ppi_inputs import check_min_labels, checked_level, validated
+from geval_spec.values import frozen
 
 __all__ = [
     "REASON_CONSTANT_JUDGE",
@@ -98,7 +99,7 @@ Quantile = Callable[[float, int], float]
 """``(level, df) -> `` the two-sided critical value of Student's t with ``df`` degrees of freedom at ``level``."""
 
 
-@dataclass(frozen=True)
+@frozen
 class ClassicalEstimate:
     """A mean (or difference of means) from the human labels alone.
 
@@ -117,7 +118,7 @@ class ClassicalEstimate:
     std_error: float | None
 
 
-@dataclass(frozen=True)
+@frozen
 class MeanEstimate:
     """The PPI++ estimate of a mean human score, with the baselines beside it.
 
@@ -208,7 +209,7 @@ class MeanEstimate:
         return m
 
 
-@dataclass(frozen=True)
+@frozen
 class DifferenceEstimate:
     """PPI++ estimate of ``mean_B - mean_A`` for two systems judged on different cases.
 

@@ -11,7 +11,7 @@ calibration is recomputed from stored judgments without any judge call.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 from geval_spec.analysis.frame import Findings, Frame, Source, build_frame
@@ -22,9 +22,10 @@ from geval_spec.spec.load import ParsedSpec, ResolvedSpec, load_spec
 from geval_spec.spec.project import RUN_ID, Project, project_path
 from geval_spec.store.db import Store
 from geval_spec.store.records import RunInfo
+from geval_spec.values import frozen
 
 
-@dataclass(frozen=True)
+@frozen
 class Loaded:
     """A stored run read for analysis: its run, cases, judgments and spec."""
 

@@ -11,7 +11,6 @@ with dev, whatever split the gate is judged on (``all`` contains dev, and
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -36,6 +35,7 @@ from geval_spec.errors import InputError, Problem
 from geval_spec.judge.tcva import temperature_to_p
 from geval_spec.judge.types import Judgment
 from geval_spec.spec.sections import Spec
+from geval_spec.values import frozen
 
 
 MEASURED_ON = "test"  # never the gate's split when that is all (it contains dev) or dev
@@ -61,7 +61,7 @@ def _rescored(frame: Frame, judgments: Sequence[Judgment], spec: Spec, temperatu
     return out
 
 
-@dataclass(frozen=True)
+@frozen
 class Choice:
     """Which temperature is kept, and the evidence on dev."""
 

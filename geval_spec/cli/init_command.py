@@ -9,7 +9,6 @@ request of the example spec, or when recording it again would give other answers
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Optional
 
@@ -17,6 +16,7 @@ import typer
 
 from geval_spec.cli.common import app, echo, echo_err, handled, shown
 from geval_spec.errors import EXIT_OK, InputError, Problem
+from geval_spec.values import frozen
 
 SPEC_NAME = "summary-consistency"
 CASSETTE = f"specs/cassettes/{SPEC_NAME}.jsonl"
@@ -27,7 +27,7 @@ CI_FILES = {"github": (".github/workflows/geval.yml", "github-workflow.yml"),
             "gitlab": (".gitlab-ci.yml", "gitlab-ci.yml")}
 
 
-@dataclass(frozen=True)
+@frozen
 class Planned:
     rel: str  # path inside the project, with forward slashes
     text: str

@@ -32,6 +32,7 @@ from geval_spec.spec.sections import HumanScale
 from geval_spec.spec.load import ParsedSpec
 from geval_spec.spec.sections import SPLITS, SplitByField, Spec
 from geval_spec.spec.yamldoc import Path as KeyPath
+from geval_spec.values import frozen
 
 
 KeyProblem = Callable[[KeyPath, str], Problem]
@@ -83,7 +84,7 @@ class Case:
                     self.split_value)
 
 
-@dataclass(frozen=True)
+@frozen
 class Dataset:
     """The cases of a data file, with the file's path, digest and columns."""
 

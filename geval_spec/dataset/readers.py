@@ -20,7 +20,6 @@ import csv
 import json
 import re
 from collections import deque
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
@@ -29,11 +28,12 @@ from geval_spec.files import (LINE_LIMIT_VAR, MAX_LINE_BYTES, MAX_READ_BYTES, RE
                               read_text, size_limit)
 from geval_spec.dataset.fields import Reread
 from geval_spec.redact import SURROGATE, lone_surrogate
+from geval_spec.values import frozen
 
 FORMATS = {".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".parquet": "parquet"}
 
 
-@dataclass(frozen=True)
+@frozen
 class Records:
     """A data file read whole: its records, its columns, and where each record stands."""
 

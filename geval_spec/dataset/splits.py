@@ -14,11 +14,11 @@ span splits and empty splits. It removes nothing.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from geval_spec.dataset.cases import Case
 from geval_spec.spec.sections import SPLITS, Spec, SplitByField
+from geval_spec.values import frozen
 
 
 def hash_unit(seed: int, key: str) -> float:
@@ -60,7 +60,7 @@ def assign_splits(spec: Spec, cases: tuple[Case, ...]) -> dict[str, str | None]:
     return out
 
 
-@dataclass(frozen=True)
+@frozen
 class SplitAudit:
     """What a split assignment looks like: cases per split, duplicates, groups across splits."""
 

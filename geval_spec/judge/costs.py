@@ -10,10 +10,11 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+
+from geval_spec.values import frozen
 
 MAP_FILE = "model_prices_and_context_window_backup.json"
 
@@ -106,7 +107,7 @@ def _keys(text: str, quoted: str) -> list[tuple[int, int]]:
     return found
 
 
-@dataclass(frozen=True)
+@frozen
 class Price:
     """USD per token of one model: input, output, cached input, and both at the batch rate."""
 

@@ -6,10 +6,10 @@ renders but sends nothing, does not build the request-to-judgment types.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from geval_spec.values import frozen
 
 
-@dataclass(frozen=True)
+@frozen
 class Message:
     """One chat message: its role and content."""
 
@@ -20,7 +20,7 @@ class Message:
         return {"role": self.role, "content": self.content}
 
 
-@dataclass(frozen=True)
+@frozen
 class Rendered:
     """The messages a case's template rendered to."""
 

@@ -21,13 +21,13 @@ from the provider's answers (a response without logprobs stops a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 from geval_spec.errors import Problem
 from geval_spec.judge.costs import model_entry
 from geval_spec.spec.load import ParsedSpec
 from geval_spec.spec.sections import Judge
+from geval_spec.values import frozen
 
 NO_LOGPROBS = frozenset({"anthropic", "bedrock", "bedrock_converse", "vertex_ai-anthropic_models"})
 SELF_CACHING = frozenset({"openai", "text-completion-openai", "azure", "deepseek", "xai"})
@@ -37,7 +37,7 @@ MARKED_CACHING = frozenset({"anthropic", "bedrock", "bedrock_converse", "vertex_
 CACHE_MARK = [{"location": "message", "role": "system"}]  # litellm's cache_control_injection_points
 
 
-@dataclass(frozen=True)
+@frozen
 class ModelFacts:
     """What the map says about one model; None where it says nothing."""
 

@@ -13,20 +13,20 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from typing import Any, Iterable, Literal, Sequence
 
 from geval_spec.judge.tcva import normalise_verdict
 from geval_spec.judge.types import Verdict
 from geval_spec.spec.sections import VERDICT_LEVELS
 from geval_spec.redact import lone_surrogate, scrub_surrogates
+from geval_spec.values import frozen
 
 Preference = Literal["a", "b", "tie"]
 
 _FENCE = re.compile(r"^\s*```(?:json|JSON)?\s*\n?(.*?)\n?```\s*$", re.S)
 
 
-@dataclass(frozen=True)
+@frozen
 class JsonFound:
     """The judge's JSON object and where it stands in the output text (``text[start:end]``)."""
 
@@ -90,7 +90,7 @@ def _text_list(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(e, str) for e in value)
 
 
-@dataclass(frozen=True)
+@frozen
 class ScoreOutput:
     """One output under the score contract: the score, or why it is invalid."""
 

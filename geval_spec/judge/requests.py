@@ -9,7 +9,6 @@ request forever.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from geval_spec.dataset.cases import Case
@@ -23,6 +22,7 @@ from geval_spec.plugins import Finding
 from geval_spec.spec.fingerprint import canonical, digest
 from geval_spec.spec.load import ParsedSpec
 from geval_spec.spec.sections import Judge
+from geval_spec.values import frozen
 
 
 def request_body(judge: Judge, messages: list[dict[str, str]], *, logprobs: bool, n: int = 1,
@@ -64,7 +64,7 @@ def make_request(judge: Judge, rendered: Rendered, *, logprobs: bool, n: int = 1
                    n=n, purpose=purpose, body=body, body_text=text)
 
 
-@dataclass(frozen=True)
+@frozen
 class Plan:
     """Everything a run will send, before anything is sent."""
 

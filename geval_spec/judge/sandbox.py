@@ -32,7 +32,6 @@ import threading
 import time
 import types
 from contextlib import contextmanager
-from dataclasses import dataclass
 from functools import wraps
 from typing import Any, Callable, Iterable, Iterator
 
@@ -43,6 +42,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedFormatter
 from markupsafe import Markup
 
 from geval_spec.errors import InputError, Problem
+from geval_spec.values import frozen
 
 MAX_BYTES = 1_000_000
 TIMEOUT = 2.0
@@ -56,7 +56,7 @@ class LimitExceeded(Exception):
     """A template went over a render limit."""
 
 
-@dataclass(frozen=True)
+@frozen
 class Limits:
     """The bounds of one render: output size and time."""
 

@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 import re
 from bisect import bisect_right
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import lru_cache
 from itertools import accumulate
 from typing import Any, Iterable, Mapping, Sequence
@@ -56,6 +56,7 @@ from geval_spec.judge.types import (
     Verdict,
 )
 from geval_spec.spec.sections import Aggregation, Spec
+from geval_spec.values import frozen
 
 PAIRWISE_RULE = "the mean of both orders: orders that disagree give a tie (0.5)"
 
@@ -82,7 +83,7 @@ def expected_score(logprobs: Mapping[Any, float], scores: Iterable[int] = range(
     return sum(s * p / total for s, p in probs.items())
 
 
-@dataclass(frozen=True)
+@frozen
 class Distribution:
     """A score distribution read from logprobs: probabilities over the scale and the masses read."""
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Literal, Mapping, Sequence
 
 from geval_spec.spec.sections import VerdictLevel
+from geval_spec.values import frozen
 
 JsonObject = dict[str, Any]  # a JSON object exactly as sent or received
 
@@ -41,7 +42,7 @@ METHODS: tuple[Method, ...] = ("logprobs", "samples", "direct", "verdicts")
 Purpose = Literal["judge", "swap", "steps", "fallback"]
 
 
-@dataclass(frozen=True)
+@frozen
 class Request:
     """One request to a judge model: its hash, case, judge, purpose and body."""
 
@@ -64,7 +65,7 @@ class Request:
         return messages
 
 
-@dataclass(frozen=True)
+@frozen
 class TokenLogprob:
     """One chosen token with its log-probability and the alternatives at its position."""
 
@@ -146,7 +147,7 @@ def _logprob(value: Any) -> float:
         return float("inf") if value > 0 else float("-inf")
 
 
-@dataclass(frozen=True)
+@frozen
 class Choice:
     """One choice of a completion: its text, its token logprobs and why it stopped."""
 
@@ -155,7 +156,7 @@ class Choice:
     finish_reason: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class Completion:
     """A judge model's answer to one request: its choices, token counts, cost and latency."""
 
@@ -175,7 +176,7 @@ class Completion:
         return self.raw_text if self.raw_text is not None else json.dumps(self.raw, ensure_ascii=False)
 
 
-@dataclass(frozen=True)
+@frozen
 class RateInfo:
     """What a provider's ``x-ratelimit-*`` headers said with one answer; None where a header was absent."""
 
@@ -187,7 +188,7 @@ class RateInfo:
     reset_tokens: float | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class Recorded:
     """A successful response as recorded (in the store or a cassette): it answers its request again."""
 
@@ -202,7 +203,7 @@ class Recorded:
     reasoning_tokens: int | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class Verdict:
     """A TCVA verdict on one statement, with the judge's reason and support."""
 
@@ -212,7 +213,7 @@ class Verdict:
     support: str = ""
 
 
-@dataclass(frozen=True)
+@frozen
 class Details:
     """What a judgment records besides its score; every field is optional.
 

@@ -8,7 +8,6 @@ fingerprint when there are any; prices come from litellm's offline cost map.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Sequence
 
 from geval_spec.judge import costs, tokens
@@ -16,9 +15,10 @@ from geval_spec.judge.render import prefix_share
 from geval_spec.judge.requests import Plan, unique
 from geval_spec.judge.messages import Message, serialise
 from geval_spec.judge.types import Request
+from geval_spec.values import frozen
 
 
-@dataclass(frozen=True)
+@frozen
 class DryRun:
     """What a run would send and cost, as run --dry-run estimates it."""
 

@@ -41,6 +41,7 @@ from geval_spec.runner.pacing import Pacer, PaceState
 from geval_spec.spec.sections import Judge
 from geval_spec.store.journal import Journal
 from geval_spec.store.records import ResponseRecord
+from geval_spec.values import frozen
 
 MAX_DELAY = 30.0
 RECENT = 10  # seconds over which progress shows the current rate
@@ -149,7 +150,7 @@ class Settings:
     max_cost: float | None = None  # run --max-cost (USD)
 
 
-@dataclass(frozen=True)
+@frozen
 class Route:
     """Where one request goes and how patiently: the judge's client, its pace and settings."""
 
@@ -170,7 +171,7 @@ def takes_text(client: Client) -> bool:
         return False
 
 
-@dataclass(frozen=True)
+@frozen
 class LimitOverride:
     """``run --rpm/--tpm``: limits for every judge, over the spec's ``judge.limits``."""
 

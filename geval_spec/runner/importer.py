@@ -36,7 +36,6 @@ import hashlib
 import json
 import math
 import unicodedata
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -54,13 +53,14 @@ from geval_spec.spec.load import ParsedSpec
 from geval_spec.spec.sections import Spec
 from geval_spec.store.db import Store
 from geval_spec.store.records import RunInfo, RunJudge, RunSettings
+from geval_spec.values import frozen
 
 FORMS = ("score", "samples", "distribution", "verdicts", "error")
 OPTIONAL = ("judge", "raw", "reason")
 MAX_PROBLEMS = 20
 
 
-@dataclass(frozen=True)
+@frozen
 class ImportResult:
     run_id: str
     reused: bool
@@ -106,7 +106,6 @@ def forms_for(spec: Spec) -> tuple[str, ...]:
     if spec.scoring.method == "verdicts":
         return ("verdicts", "score", "error")
     return ("score", "samples", "distribution", "error")
-
 
 
 def redacted_line(obj: Any) -> Any:
@@ -235,7 +234,7 @@ def _distribution_line(case_id: str, value: Any, scale: tuple[int, int], judge: 
                              valid_mass=mass, details=details)
 
 
-@dataclass(frozen=True)
+@frozen
 class _Parsed:
     judgments: dict[str, Judgment]  # case id -> judgment, in file order
     forms: dict[str, int]

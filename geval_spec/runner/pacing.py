@@ -41,6 +41,7 @@ import time
 from collections import deque
 from dataclasses import dataclass
 from geval_spec.judge.types import JsonObject, RateInfo
+from geval_spec.values import frozen
 
 SLOW_START = 8  # requests in flight before the first answer (adaptive mode)
 SLOW_START_GROWTH = 2.0  # the window's growth per answer until the first 429 (BENCHMARKS.md, rate limits)
@@ -82,7 +83,7 @@ class Schedule:
         self.next_at = max(self.next_at, start) + cost * 60.0 / (self.per_minute * share)
 
 
-@dataclass(frozen=True)
+@frozen
 class PaceState:
     """What progress shows about pacing."""
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
@@ -52,6 +52,7 @@ from geval_spec.store.db import Store
 from geval_spec.store.gate import StoreGate, store_settings
 from geval_spec.store.journal import Journal, journal_dir
 from geval_spec.store.records import RunInfo, RunJudge, RunSettings, RunStatus
+from geval_spec.values import frozen
 
 if TYPE_CHECKING:  # the batch route is imported when a run asks for it
     from geval_spec.runner.batch import BatchErrors
@@ -62,7 +63,7 @@ Say = Callable[[str], None]
 OnProgress = Callable[[Progress], None]
 
 
-@dataclass(frozen=True)
+@frozen
 class RunOptions:
     """The options of one run, as the command line gives them."""
 
@@ -85,7 +86,7 @@ class RunOptions:
     max_cost: float | None = None  # USD this run may spend
 
 
-@dataclass(frozen=True)
+@frozen
 class RunResult:
     """What a run did: its id, cases, valid and invalid judgments, requests and cost."""
 
@@ -323,7 +324,7 @@ class _TextFree:
         return replace(self.empty, cases=tuple(c if c is not None else next(copies) for c in self.slots))
 
 
-@dataclass(frozen=True)
+@frozen
 class _Started:
     """A run created in the store, its journal locked, with the cases whose judgments were reused. (The cases'
     reuse keys are stored with the run's cases, where its judgments take them: a run does not hold them, 26 MB

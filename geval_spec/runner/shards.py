@@ -10,7 +10,6 @@ what a run judges), so its report is the same, byte for byte.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 from typing import Sequence
@@ -19,9 +18,10 @@ from geval_spec.errors import InputError, Problem
 from geval_spec.runner.run import run_id_for
 from geval_spec.store.db import Store
 from geval_spec.store.records import RunInfo
+from geval_spec.values import frozen
 
 
-@dataclass(frozen=True)
+@frozen
 class Merged:
     runs: tuple[str, ...]  # the runs made of shards
     copied: tuple[str, ...]  # every run copied from the shard stores

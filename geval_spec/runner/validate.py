@@ -9,7 +9,6 @@ collected and reported together.
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
 from geval_spec.dataset.cases import Dataset, read_cases
@@ -19,6 +18,7 @@ from geval_spec.judge.render import prefix_share, renderer_for
 from geval_spec.spec.checks import CASE_RESAMPLING, halfwidth_problem
 from geval_spec.spec.load import ParsedSpec, load_spec
 from geval_spec.spec.project import Project, SpecSource
+from geval_spec.values import frozen
 
 if TYPE_CHECKING:  # the requests of a preview: imported by render, not by validate
     from geval_spec.judge.requests import Plan
@@ -83,7 +83,7 @@ def check_all(source: SpecSource) -> tuple[ParsedSpec | None, list[Problem]]:
     return parsed, problems
 
 
-@dataclass(frozen=True)
+@frozen
 class Checked:
     """What ``validate`` found for one spec file."""
 
@@ -104,7 +104,7 @@ def validate_specs(project: Project, refs: Sequence[str]) -> tuple[list[Checked]
     return checked, ([] if refs else project.duplicate_name_problems())
 
 
-@dataclass(frozen=True)
+@frozen
 class Preview:
     """The exact requests of one case, and how much of its prompt every case shares."""
 

@@ -10,7 +10,7 @@ reported together.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -27,9 +27,10 @@ from geval_spec.spec.sections import GenerateSteps, Spec
 from geval_spec.spec.template import TemplateSource
 from geval_spec.spec.yamldoc import Path as KeyPath
 from geval_spec.spec.yamldoc import YamlDocument, load_yaml
+from geval_spec.values import frozen
 
 
-@dataclass(frozen=True)
+@frozen
 class ResolvedSpec:
     """The spec as it is judged: every default filled in, the steps resolved, the template's text.
 
@@ -63,7 +64,7 @@ class ResolvedSpec:
         return json.dumps(self.to_json(), ensure_ascii=False, sort_keys=True)
 
 
-@dataclass(frozen=True)
+@frozen
 class ParsedSpec:
     """A spec file loaded and checked: the spec, its source, template, steps and fingerprints."""
 
@@ -235,7 +236,7 @@ def load_spec(source: SpecSource) -> ParsedSpec:
                       judging_fp=judging, analysis_fp=analysis, warnings=tuple(warnings), steps_stale=stale is not None)
 
 
-@dataclass(frozen=True)
+@frozen
 class Listed:
     """One spec file of a project: the loaded spec, or the problems that kept it from loading."""
 

@@ -19,11 +19,11 @@ import os
 
 import re
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 
 from geval_spec.errors import Problem, RefError, SpecError
 from geval_spec.files import OutsideProject, ReadError, confine, decode_text, read_text
+from geval_spec.values import frozen
 
 RUN_ID = re.compile(r"^run_[0-9a-z]{6,40}$")
 _VERSION_REF = re.compile(r"^v([0-9]+)$")
@@ -31,7 +31,7 @@ _NAME_LINE = re.compile(r"^name:\s*['\"]?([a-z0-9-]+)['\"]?\s*(#.*)?$", re.M)
 _VERSION_LINE = re.compile(r"^version:\s*['\"]?([0-9]+)['\"]?\s*(#.*)?$", re.M)
 
 
-@dataclass(frozen=True)
+@frozen
 class SpecSource:
     """The text of one spec file and where it came from."""
 

@@ -16,10 +16,11 @@ there would change every spec's judging fingerprint.)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from typing import Callable
+
+from geval_spec.values import frozen
 
 BUILTIN = {"score": "geval.j2", "verdicts": "verdicts.j2", "pairwise": "pairwise.j2"}
 BUILTIN_PREFIX = "builtin:"
@@ -37,7 +38,7 @@ def builtin_text(name: str) -> str:
     return resources.files("geval_spec.spec").joinpath("templates", name).read_text(encoding="utf-8")
 
 
-@dataclass(frozen=True)
+@frozen
 class TemplateSource:
     """A template's text, how errors name it, and how to read the files it includes."""
 

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
 from geval_spec.errors import Problem, Severity, SpecError
+from geval_spec.values import frozen
 
 Path = tuple[Any, ...]
 
@@ -28,7 +28,7 @@ MAX_DEPTH = 100  # nested lists and mappings; a spec needs a handful
 _FLOW = re.compile(r"""[\[\]{}]|'(?:[^']|'')*'|"(?:[^"\\]|\\.)*"|#[^\n]*""")
 
 
-@dataclass(frozen=True)
+@frozen
 class Mark:
     """Where a key or value sits in a YAML file (1-based line and column)."""
 
@@ -36,7 +36,7 @@ class Mark:
     col: int  # 1-based
 
 
-@dataclass(frozen=True)
+@frozen
 class YamlDocument:
     """A parsed YAML file: its values, its text, and where every key sits."""
 

@@ -14,16 +14,17 @@ database driver.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from geval_spec.store.records import now
+from geval_spec.values import frozen
 
 _COLUMNS = ("batch_id", "run_id", "spec_name", "client", "api_base", "model", "input_file_id", "output_file_id",
             "error_file_id", "status", "requests", "created_at", "finished_at")
 
 
-@dataclass(frozen=True)
+@frozen
 class BatchRecord:
     """One submitted batch: whose it is, where it went, and its last status seen."""
 

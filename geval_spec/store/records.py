@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import secrets
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, field, fields
 from datetime import datetime, timezone
 from typing import Any, Literal, Sequence
 
@@ -18,6 +18,7 @@ from geval_spec.spec.fingerprint import canonical
 from geval_spec.spec.load import ResolvedSpec
 from geval_spec.spec.sections import Judge
 from geval_spec.store.sql import encoder
+from geval_spec.values import frozen
 
 _TEXT = encoder(ensure_ascii=False)  # json.dumps(..., ensure_ascii=False), made once
 OBJECT_BODIES = "requests_json"  # a planned line's requests with their bodies as JSON objects (Planned.line)
@@ -42,7 +43,7 @@ def new_run_id() -> str:
     return "run_" + datetime.now(timezone.utc).strftime("%Y%m%d%H%M%S") + secrets.token_hex(3)
 
 
-@dataclass(frozen=True)
+@frozen
 class RunJudge:
     """A judge of a run as reports name it: its label, and its model and family when known."""
 
@@ -66,7 +67,7 @@ class RunJudge:
         return asdict(self)
 
 
-@dataclass(frozen=True)
+@frozen
 class RunSettings:
     """How a run was made (what the command line asked for), kept for the record."""
 
@@ -89,7 +90,7 @@ class RunSettings:
         return cls(**{"cases": 0, **{k: v for k, v in data.items() if k in known}})
 
 
-@dataclass(frozen=True)
+@frozen
 class RunInfo:
     """A run as the store records it: spec, fingerprints, judges, data, settings and status."""
 
@@ -138,7 +139,7 @@ class RunInfo:
         return None
 
 
-@dataclass(frozen=True)
+@frozen
 class ResponseRecord:
     """One attempt's outcome: a received body (ok), kept as the text it arrived as, or a failure with its reason."""
 
@@ -211,7 +212,7 @@ RequestRow = tuple[str, str, str, int, int, str]  # requests: hash, model, body_
 LinkRow = tuple[str, str, str, str, str, int, int]  # run_requests: run_id, hash, case_id, judge, purpose, sample, position
 
 
-@dataclass(frozen=True)
+@frozen
 class Planned:
     """A chunk of a run's planned requests as the store keeps them: a ``requests`` row for each distinct request,
     and a ``run_requests`` row for each (request, judge, purpose) of the run, with its position.
@@ -286,7 +287,7 @@ def _small(value: Any) -> int:
     return int(value)
 
 
-@dataclass(frozen=True)
+@frozen
 class Usage:
     """What a run received and what it cost."""
 

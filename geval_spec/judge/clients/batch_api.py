@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
 from typing import Any, Mapping, Protocol
 
 from geval_spec.judge.clients.base import TransportError, retry_after_seconds
 from geval_spec.judge.clients.http_client import DEFAULT_BASE, aiohttp_failures, wire_model
 from geval_spec.judge.types import JsonObject, request_key
 from geval_spec.redact import redact
+from geval_spec.values import frozen
 
 BATCH_CLIENTS = ("litellm", "openai-http")  # the clients whose batch API we can use
 ENDPOINT = "/v1/chat/completions"
@@ -34,7 +34,7 @@ FINAL = frozenset({"completed", "failed", "expired", "cancelled"})
 DETAIL = 300  # characters of a provider's message kept
 
 
-@dataclass(frozen=True)
+@frozen
 class BatchState:
     """A batch as the provider describes it."""
 
@@ -53,7 +53,7 @@ class BatchState:
         return self.status in FINAL
 
 
-@dataclass(frozen=True)
+@frozen
 class BatchLine:
     """One line of a batch's output or error file: an answer (``body`` with status 200) or why there is none."""
 

@@ -988,3 +988,45 @@ def test_rows_scanned_as_columns_come_back_as_they_were_with_their_nulls(rows):
     assert con.execute("SELECT * FROM t ORDER BY rowid").fetchall() == [tuple(row) for row in rows]
     for i in range(len(_SCANNED_TYPES) - 1):
         assert (f"n{i}" in scanned) == any(row[i] is None for row in rows)
+
+
+def _details_json_before(details):
+    """Details.to_json as it read every field by name until 2026-12-04 (the reference for the fast path)."""
+    from dataclasses import fields
+
+    out = {}
+    for f in fields(details):
+        name, value = f.name, getattr(details, f.name)
+        if name in ("swapped", "pairwise"):
+            continue
+        if name == "order_ab" and details.pairwise:
+            out["order_ab"] = value
+        elif name in ("order_ba", "rule") and details.swapped:
+            out[name] = value
+        elif name == "consistent" and details.swapped:
+            out["consistent"] = value
+        elif value is not None:
+            out[name] = list(value) if isinstance(value, tuple) else value
+    return out or None
+
+
+_maybe_text = st.none() | st.text(max_size=3)
+_maybe_number = st.none() | st.floats(allow_nan=False, width=32)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.builds(
+    lambda *a: a, st.none() | st.integers(1, 5), st.none() | st.tuples(st.text(max_size=3)), _maybe_number,
+    st.none() | st.integers(0, 3), st.none() | st.tuples(st.text(max_size=3)), _maybe_number, _maybe_number,
+    st.booleans(), _maybe_text, st.none() | st.booleans(), _maybe_text, _maybe_text, _maybe_text,
+    st.none() | st.integers(0, 3), st.booleans()))
+def test_a_judgments_details_are_stored_as_they_were(values):
+    """Details.to_json reads a plain judgment's details from the instance's own dict (the fast path): the same
+    JSON object, with its keys in the same order, as reading every field by name, for every kind of details."""
+    from geval_spec.judge.types import Details
+
+    details = Details(*values)
+    new, before = details.to_json(), _details_json_before(details)
+    assert new == before and list(new or ()) == list(before or ())
+    assert Details.from_json(new) == Details.from_json(before)
+    assert details == replace(details) and replace(details).to_json() == new

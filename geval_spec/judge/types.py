@@ -238,6 +238,10 @@ class Details:
     pairwise: bool = False  # a pairwise judgment (order_ab is meaningful)
 
     def to_json(self) -> JsonObject | None:
+        if not (self.pairwise or self.swapped):  # most judgments: the fields that are set, in the fields' order
+            # (read from the instance's dict, which __init__ fills in that order: 0.55 instead of 1.5 us a judgment)
+            return {name: list(value) if isinstance(value, tuple) else value for name, value in self.__dict__.items()
+                    if value is not None and name not in _FLAGS} or None
         out: JsonObject = {}
         for name in _field_names(type(self)):  # (a judgment is stored with every run: fields() per call was slow)
             value = getattr(self, name)
@@ -265,6 +269,7 @@ class Details:
 
 
 NO_DETAILS = Details()
+_FLAGS = ("swapped", "pairwise")  # Details fields never stored as keys (what the values stored say)
 _DETAIL_FIELDS = frozenset(f.name for f in fields(Details))
 
 

@@ -58,6 +58,7 @@ class State:
 
 STATE = State()
 
+
 def freeze_for_good() -> None:
     """Move every object alive now out of the garbage collector's scans, when the process ends with the command
     (:data:`State.process_ends`): modules, the spec's models and values live until then. A cycle among them is

@@ -116,8 +116,8 @@ def replace_views(con: Any) -> None:
 
 
 def _script(statements: list[str]) -> str:
-    """Statements as one script: DuckDB runs them in order in one call (a new store's schema in about 6 ms, against
-    12 ms for one call each)."""
+    """Statements as one script: DuckDB runs them in order in one call (a new store's tables, columns and views in
+    about 5.0 ms, against 5.6 for one call each)."""
     return ";\n".join(statements)
 
 

@@ -969,6 +969,7 @@ def test_a_planned_chunk_reads_back_with_its_bodies_as_they_were(tmp_path_factor
 
 
 _SCANNED_TYPES = ("BIGINT", "DOUBLE", "BOOLEAN", "VARCHAR")
+_SCAN_CON: list = []
 
 
 @settings(max_examples=150, deadline=None)
@@ -977,14 +978,16 @@ _SCANNED_TYPES = ("BIGINT", "DOUBLE", "BOOLEAN", "VARCHAR")
 def test_rows_scanned_as_columns_come_back_as_they_were_with_their_nulls(rows):
     """The store's bulk insert scans rows as NumPy columns (sql.columns) with a mask column where a number or a
     boolean is None, which column_sql makes NULL: every value, and every NULL, comes back as it went in."""
-    from geval_spec.store.sql import column_sql, columns
+    from geval_spec.store.sql import columns, select
 
-    con = duckdb.connect(":memory:")
-    con.execute("CREATE TABLE t (a BIGINT, b DOUBLE, c BOOLEAN, d VARCHAR)")
+    if not _SCAN_CON:  # (one engine for every example: connecting took most of the test's time)
+        _SCAN_CON.append(duckdb.connect(":memory:"))
+    con = _SCAN_CON[0]
+    con.execute("CREATE OR REPLACE TABLE t (a BIGINT, b DOUBLE, c BOOLEAN, d VARCHAR)")
     scanned = columns(rows, _SCANNED_TYPES)
     con.register("r", scanned)
-    select = ", ".join(f"{column_sql(i, scanned)}::{t}" for i, t in enumerate(_SCANNED_TYPES))
-    con.execute(f"INSERT INTO t SELECT {select} FROM r r")
+    con.execute(f"INSERT INTO t SELECT {select(scanned, _SCANNED_TYPES, None)} FROM r r")
+    con.unregister("r")
     assert con.execute("SELECT * FROM t ORDER BY rowid").fetchall() == [tuple(row) for row in rows]
     for i in range(len(_SCANNED_TYPES) - 1):
         assert (f"n{i}" in scanned) == any(row[i] is None for row in rows)

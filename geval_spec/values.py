@@ -29,18 +29,28 @@ T = TypeVar("T")
 @dataclass_transform(frozen_default=True)
 def frozen(cls: type[T]) -> type[T]:
     """``@dataclass(frozen=True)``, with the shared ``__repr__``, ``__eq__`` and ``__hash__`` (see the module
-    docstring); a method the class defines itself is kept, as dataclasses keeps it."""
-    own = set(cls.__dict__)
+    docstring); a method the class defines itself is kept where dataclasses keeps it (a class that defines
+    ``__eq__`` alone gets the fields' ``__hash__``, as from dataclasses)."""
+    own = dict(cls.__dict__)
+    # dataclasses' rule: a __hash__ the class sets is kept, but not the None Python sets for a class that defines
+    # __eq__ alone (the fields' hash is added then too)
+    explicit_hash = "__hash__" in own and not (own["__hash__"] is None and "__eq__" in own)
     made = dataclasses.dataclass(frozen=True, repr=False, eq=False)(cls)
     listed = dataclasses.fields(made)  # type: ignore[arg-type]
     if "__repr__" not in own:
-        setattr(made, "__repr__", _repr_of([f.name for f in listed if f.repr]))
+        _method(made, _repr_of([f.name for f in listed if f.repr]))
     if "__eq__" not in own:
-        setattr(made, "__eq__", _eq_of(_key([f.name for f in listed if f.compare])))
-        if "__hash__" not in own:  # (a field's hash, when given, says whether it is hashed; else its compare)
-            hashed = [f.name for f in listed if (f.compare if f.hash is None else f.hash)]
-            setattr(made, "__hash__", _hash_of(_key(hashed)))
+        compared = [f.name for f in listed if f.compare]
+        _method(made, _eq_by_field(compared) if _BY_FIELD else _eq_of(_key(compared)))
+    if not explicit_hash:  # (a field's hash, when given, says whether it is hashed; else its compare)
+        _method(made, _hash_of(_key([f.name for f in listed if (f.compare if f.hash is None else f.hash)])))
     return made
+
+
+def _method(cls: type, fn: Callable[..., Any]) -> None:
+    """Set ``fn`` on ``cls`` under its name, named as dataclasses names the methods it writes."""
+    fn.__qualname__ = f"{cls.__qualname__}.{fn.__name__}"
+    setattr(cls, fn.__name__, fn)
 
 
 def _key(names: list[str]) -> Callable[[Any], tuple[Any, ...]]:
@@ -53,10 +63,33 @@ def _key(names: list[str]) -> Callable[[Any], tuple[Any, ...]]:
     return attrgetter(*names)
 
 
+# Python 3.13's dataclasses compare field by field (``self.a == other.a and ...``, after ``self is other``);
+# before, as tuples (``(self.a, ...) == (other.a, ...)``, where a field that is the same object is equal, NaN too)
+_BY_FIELD = sys.version_info >= (3, 13)
+
+
 def _eq_of(key: Callable[[Any], tuple[Any, ...]]) -> Callable[[Any, Any], Any]:
+    """``__eq__`` as dataclasses writes it before Python 3.13."""
     def __eq__(self: Any, other: Any) -> Any:
         if other.__class__ is self.__class__:
             return key(self) == key(other)
+        return NotImplemented
+
+    return __eq__
+
+
+def _eq_by_field(names: list[str]) -> Callable[[Any, Any], Any]:
+    """``__eq__`` as dataclasses writes it from Python 3.13 (what ``and`` gives: the first false comparison)."""
+    def __eq__(self: Any, other: Any) -> Any:
+        if self is other:
+            return True
+        if other.__class__ is self.__class__:
+            result: Any = True
+            for name in names:
+                result = getattr(self, name) == getattr(other, name)
+                if not result:
+                    return result
+            return result
         return NotImplemented
 
     return __eq__

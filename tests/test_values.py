@@ -104,3 +104,63 @@ class _Picklable:
 
     n: int
     s: str
+
+
+def test_a_class_that_defines_eq_alone_gets_the_fields_hash_as_from_dataclasses():
+    def eq(self, other):
+        return isinstance(other, type(self)) and self.x == other.x
+
+    a_cls, b_cls = _pair({"__annotations__": {"x": "int"}, "__eq__": eq}, "Eq")
+    assert b_cls.__hash__ is not None and hash(b_cls(3)) == hash(a_cls(3))
+    assert b_cls(3) == b_cls(3) and b_cls.__eq__ is eq
+
+
+def test_the_shared_methods_are_named_as_dataclasses_names_its_own():
+    a_cls, b_cls = _pair(_body(["a"], {}), "Named")
+    for name in ("__repr__", "__eq__", "__hash__"):
+        assert getattr(b_cls, name).__qualname__ == getattr(a_cls, name).__qualname__ == f"Named.{name}"
+
+
+class _Odd:
+    """A field value whose == answers something that is not a bool."""
+
+    def __init__(self, answer):
+        self.answer = answer
+
+    def __eq__(self, other):
+        return self.answer
+
+
+@pytest.mark.parametrize("first, second", [(float("nan"), 1), (1, 2), (_Odd(0), 5), (_Odd("yes"), 1),
+                                           (_Odd([]), _Odd("x"))])
+def test_field_by_field_equality_is_python_3_13s(first, second):
+    """From Python 3.13 dataclasses compare field by field (``self is other``, then ``a == a and b == b``, which
+    gives the first false comparison); values.frozen does the same there. Compared here with that code itself,
+    on any Python."""
+    from geval_spec.values import _eq_by_field
+
+    namespace: dict = {}
+    exec("def reference(self, other):\n"
+         "    if self is other:\n        return True\n"
+         "    if other.__class__ is self.__class__:\n        return self.a == other.a and self.b == other.b\n"
+         "    return NotImplemented\n", namespace)
+    reference, ours = namespace["reference"], _eq_by_field(["a", "b"])
+    cls = dataclass(frozen=True, eq=False)(type("P", (), {"__annotations__": {"a": "object", "b": "object"}}))
+    x, same, other = cls(first, second), cls(first, second), cls(first, 7)
+    for left, right in ((x, x), (x, same), (x, other), (x, 3)):
+        assert ours(left, right) == reference(left, right) or ours(left, right) is reference(left, right)
+
+
+_NAN = float("nan")
+
+
+@pytest.mark.parametrize("first, second", [((_NAN,), (_NAN,)), ((_NAN, 1), (_NAN, 1)), ((_NAN,), (float("nan"),)),
+                                           ((_Odd(0),), (_Odd(0),)), ((1, _Odd("yes")), (1, 2)),
+                                           ((_Odd([]), 2), (3, 2))])
+def test_equality_where_a_field_is_nan_or_answers_oddly_is_dataclasses_own(first, second):
+    """The cases where the two ways dataclasses has compared differ (a field that is the same NaN object, a
+    field whose == is no bool): values.frozen answers as the running Python's dataclasses."""
+    names = ["a", "b"][:len(first)]
+    a_cls, b_cls = _pair(_body(names, {}))
+    a1, a2, b1, b2 = a_cls(*first), a_cls(*second), b_cls(*first), b_cls(*second)
+    assert (b1 == b2) == (a1 == a2) and (b1 == b1) == (a1 == a1) and (b1 != b2) == (a1 != a2)

@@ -14,12 +14,12 @@ from __future__ import annotations
 import dataclasses
 import sys
 from operator import attrgetter
-from typing import Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
-if sys.version_info >= (3, 12):  # (frozen_default: typing's own from Python 3.12)
-    from typing import dataclass_transform
-else:
+if TYPE_CHECKING:  # (frozen_default is typing's own from Python 3.12; typing_extensions' stubs have it for 3.11)
     from typing_extensions import dataclass_transform
+else:  # (at run time it only records its arguments; Python 3.11's takes any keyword)
+    from typing import dataclass_transform
 
 __all__ = ["frozen"]
 

@@ -993,26 +993,6 @@ def test_rows_scanned_as_columns_come_back_as_they_were_with_their_nulls(rows):
         assert (f"n{i}" in scanned) == any(row[i] is None for row in rows)
 
 
-def _details_json_before(details):
-    """Details.to_json as it read every field by name until 2026-12-04 (the reference for the fast path)."""
-    from dataclasses import fields
-
-    out = {}
-    for f in fields(details):
-        name, value = f.name, getattr(details, f.name)
-        if name in ("swapped", "pairwise"):
-            continue
-        if name == "order_ab" and details.pairwise:
-            out["order_ab"] = value
-        elif name in ("order_ba", "rule") and details.swapped:
-            out[name] = value
-        elif name == "consistent" and details.swapped:
-            out["consistent"] = value
-        elif value is not None:
-            out[name] = list(value) if isinstance(value, tuple) else value
-    return out or None
-
-
 _maybe_text = st.none() | st.text(max_size=3)
 _maybe_number = st.none() | st.floats(allow_nan=False, width=32)
 
@@ -1029,7 +1009,7 @@ def test_a_judgments_details_are_stored_as_they_were(values):
     from geval_spec.judge.types import Details
 
     details = Details(*values)
-    new, before = details.to_json(), _details_json_before(details)
+    new, before = details.to_json(), details.json_by_field()
     assert new == before and list(new or ()) == list(before or ())
     assert Details.from_json(new) == Details.from_json(before)
     assert details == replace(details) and replace(details).to_json() == new

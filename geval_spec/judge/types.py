@@ -242,6 +242,10 @@ class Details:
             # (read from the instance's dict, which __init__ fills in that order: 0.55 instead of 1.5 us a judgment)
             return {name: list(value) if isinstance(value, tuple) else value for name, value in self.__dict__.items()
                     if value is not None and name not in _FLAGS} or None
+        return self.json_by_field()
+
+    def json_by_field(self) -> JsonObject | None:
+        """:meth:`to_json` read field by field: a pairwise judgment's keys, which are kept when None."""
         out: JsonObject = {}
         for name in _field_names(type(self)):  # (a judgment is stored with every run: fields() per call was slow)
             value = getattr(self, name)
